@@ -1,0 +1,42 @@
+//! The composition root: a validated configuration becomes a running set of parts.
+
+use crate::config::Config;
+use crate::embed;
+use crate::store::{self, StoreError};
+use crate::tools::Memories;
+
+/// Everything a request needs, shared by all requests.
+pub struct App {
+    pub memories: Memories,
+    pub api_key: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub body_limit: usize,
+}
+
+impl App {
+    /// Opens the store (creating its schema) and builds the embedder, before any port is
+    /// bound, so a deployment that cannot work never starts answering.
+    pub fn build(config: Config) -> Result<App, StoreError> {
+        let embedder = embed::build(&config.embedder);
+        let store = store::open(&config.store, config.embedder.dimension())?;
+        Ok(App {
+            memories: Memories {
+                store,
+                embedder,
+                min_similarity: config.min_similarity,
+            },
+            api_key: config.api_key,
+            allowed_origins: config.allowed_origins,
+            body_limit: config.body_limit,
+        })
+    }
+
+    /// The startup line describing where memories live and how they are embedded.
+    pub fn describe(&self) -> String {
+        format!(
+            "store: {} ({})",
+            self.memories.store.describe(),
+            self.memories.embedder.describe()
+        )
+    }
+}

@@ -1,0 +1,270 @@
+//! Who is asking: the tenant and conversation of a tool call, read from HTTP headers.
+//!
+//! This is the only place headers become identities (BEHAVIOR.md §2). Tools never take a
+//! tenant or conversation argument.
+
+use axum::http::HeaderMap;
+
+use crate::memory::{Conversation, Tenant, Visibility};
+
+const EXPLICIT_TENANT: &str = "x-memory-tenant";
+const STAMPED_TENANT: &str = "x-tenant-id";
+const CONVERSATION: &str = "x-conversation-id";
+const MAX_TENANT_CHARS: usize = 128;
+const MAX_CONVERSATION_CHARS: usize = 512;
+
+/// The caller's identity as resolved at the HTTP edge, or the refusal to show the model
+/// when a tool runs (handshakes and listings need no identity).
+pub type Identity = Result<RequestContext, String>;
+
+/// The identity a tool call runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestContext {
+    pub tenant: Tenant,
+    pub conversation: Option<Conversation>,
+}
+
+impl RequestContext {
+    pub fn visibility(&self) -> Visibility {
+        Visibility {
+            conversation: self.conversation.clone(),
+        }
+    }
+}
+
+/// Resolves the caller's identity, or the refusal message to show the model. The
+/// conversation is checked first, so when both headers are bad its message wins.
+pub fn resolve(headers: &HeaderMap) -> Identity {
+    let conversation = conversation(headers)?;
+    let tenant = tenant(headers)?;
+    Ok(RequestContext {
+        tenant,
+        conversation,
+    })
+}
+
+/// The single value of a header, trimmed; `Err` when it was sent more than once.
+fn single(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(format!("{name} was sent more than once."));
+    }
+    // A value that is not valid UTF-8 cannot pass the ASCII rules below; keep it as a
+    // lossy string so the refusal names the right rule.
+    Ok(first.map(|v| trim(&String::from_utf8_lossy(v.as_bytes())).to_owned()))
+}
+
+/// JavaScript's `trim`, which also strips the byte-order mark.
+pub fn trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+}
+
+fn tenant(headers: &HeaderMap) -> Result<Tenant, String> {
+    let explicit = single(headers, EXPLICIT_TENANT)?.filter(|v| !v.is_empty());
+    let (header, value) = match explicit {
+        Some(v) => (EXPLICIT_TENANT, v),
+        None => match single(headers, STAMPED_TENANT)?.filter(|v| !v.is_empty()) {
+            Some(v) => (STAMPED_TENANT, v),
+            None => {
+                return Err(format!(
+                    "{EXPLICIT_TENANT} header is required: set it on the MCP server entry in \
+                     the registry so this project's memories are kept apart from others'."
+                ));
+            }
+        },
+    };
+    if value.chars().count() > MAX_TENANT_CHARS {
+        return Err(format!(
+            "{header} is too long (max {MAX_TENANT_CHARS} characters)."
+        ));
+    }
+    if !is_slug(&value) {
+        return Err(format!(
+            "{header} must start with a letter or digit and contain only letters, digits, \
+             '.', '_' or '-'."
+        ));
+    }
+    if value == "." || value == ".." {
+        return Err(format!("{header} is not a valid tenant."));
+    }
+    Ok(Tenant::new_unchecked(value))
+}
+
+fn is_slug(value: &str) -> bool {
+    let mut chars = value.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn conversation(headers: &HeaderMap) -> Result<Option<Conversation>, String> {
+    let Some(value) = single(headers, CONVERSATION)?.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if value.chars().count() > MAX_CONVERSATION_CHARS {
+        return Err(format!(
+            "{CONVERSATION} is too long (max {MAX_CONVERSATION_CHARS} characters)."
+        ));
+    }
+    if !value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(format!(
+            "{CONVERSATION} may carry printable ASCII only, with no whitespace."
+        ));
+    }
+    Ok(Some(Conversation::new_unchecked(value)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value.as_bytes()).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn tenant_of(pairs: &[(&str, &str)]) -> Result<String, String> {
+        resolve(&headers(pairs)).map(|c| c.tenant.as_str().to_owned())
+    }
+
+    #[test]
+    fn accepted_tenants() {
+        for (raw, want) in [
+            ("agent-studio", "agent-studio"),
+            ("opspresso.mcp_memory", "opspresso.mcp_memory"),
+            ("a", "a"),
+            ("Project1", "Project1"),
+            ("  demo  ", "demo"),
+        ] {
+            assert_eq!(tenant_of(&[("x-memory-tenant", raw)]).unwrap(), want);
+        }
+        let longest = "a".repeat(128);
+        assert_eq!(tenant_of(&[("x-tenant-id", &longest)]).unwrap(), longest);
+    }
+
+    #[test]
+    fn refused_tenants_name_the_header_they_came_on() {
+        let too_long = "a".repeat(129);
+        for raw in [
+            "../other",
+            "a/b",
+            ".",
+            "..",
+            "a b",
+            "-leading",
+            ".hidden",
+            too_long.as_str(),
+            "not a slug!",
+        ] {
+            let err = tenant_of(&[("x-tenant-id", raw)]).unwrap_err();
+            assert!(err.starts_with("x-tenant-id "), "{raw}: {err}");
+            let err = tenant_of(&[("X-Memory-Tenant", raw)]).unwrap_err();
+            assert!(err.starts_with("x-memory-tenant "), "{raw}: {err}");
+        }
+        assert!(
+            tenant_of(&[("x-memory-tenant", &too_long)])
+                .unwrap_err()
+                .contains("x-memory-tenant is too long (max 128 characters)")
+        );
+        assert!(
+            tenant_of(&[("x-memory-tenant", "a/b")])
+                .unwrap_err()
+                .contains(
+                    "x-memory-tenant must start with a letter or digit and contain only letters, \
+             digits, '.', '_' or '-'"
+                )
+        );
+    }
+
+    #[test]
+    fn explicit_beats_stamped_and_blank_explicit_yields() {
+        let both = [("x-memory-tenant", "explicit"), ("x-tenant-id", "stamped")];
+        assert_eq!(tenant_of(&both).unwrap(), "explicit");
+        let blank = [("x-memory-tenant", "   "), ("x-tenant-id", "stamped")];
+        assert_eq!(tenant_of(&blank).unwrap(), "stamped");
+        // A bad explicit value is refused, not skipped in favour of the stamped one.
+        let bad = [("x-memory-tenant", "a b"), ("x-tenant-id", "stamped")];
+        assert!(tenant_of(&bad).unwrap_err().starts_with("x-memory-tenant"));
+    }
+
+    #[test]
+    fn missing_tenant_names_the_explicit_header() {
+        for pairs in [&[][..], &[("x-tenant-id", "  ")][..]] {
+            let err = tenant_of(pairs).unwrap_err();
+            assert!(err.contains("x-memory-tenant header is required"), "{err}");
+            assert!(err.contains("set it on the MCP server entry in the registry"));
+        }
+    }
+
+    #[test]
+    fn duplicated_headers_are_refused() {
+        let err = tenant_of(&[("x-memory-tenant", "a"), ("x-memory-tenant", "b")]).unwrap_err();
+        assert!(err.contains("x-memory-tenant was sent more than once"));
+        let err = tenant_of(&[("x-tenant-id", "a"), ("x-tenant-id", "b")]).unwrap_err();
+        assert!(err.contains("x-tenant-id was sent more than once"));
+        let err = resolve(&headers(&[
+            ("x-tenant-id", "a"),
+            ("x-conversation-id", "c1"),
+            ("x-conversation-id", "c2"),
+        ]))
+        .unwrap_err();
+        assert!(err.contains("x-conversation-id was sent more than once"));
+    }
+
+    fn conversation_of(raw: &str) -> Result<Option<String>, String> {
+        resolve(&headers(&[
+            ("x-tenant-id", "t"),
+            ("x-conversation-id", raw),
+        ]))
+        .map(|c| c.conversation.map(|c| c.as_str().to_owned()))
+    }
+
+    #[test]
+    fn conversation_rules() {
+        for (raw, want) in [
+            ("chat:0d1e-4f", "chat:0d1e-4f"),
+            (" slack:C1:1723.45 ", "slack:C1:1723.45"),
+            (
+                "api:9f2c1a:%ED%9A%8C%EC%9D%98-1",
+                "api:9f2c1a:%ED%9A%8C%EC%9D%98-1",
+            ),
+        ] {
+            assert_eq!(conversation_of(raw).unwrap().as_deref(), Some(want));
+        }
+        let longest = "a".repeat(512);
+        assert_eq!(conversation_of(&longest).unwrap(), Some(longest));
+        assert_eq!(conversation_of("   ").unwrap(), None);
+        assert!(
+            conversation_of(&"a".repeat(513))
+                .unwrap_err()
+                .contains("x-conversation-id is too long (max 512 characters)")
+        );
+        for raw in ["has space", "회의", "line\tbreak"] {
+            assert!(
+                conversation_of(raw).unwrap_err().contains(
+                    "x-conversation-id may carry printable ASCII only, with no whitespace"
+                ),
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn conversation_refusal_wins_over_tenant_refusal() {
+        let err = resolve(&headers(&[("x-conversation-id", "has space")])).unwrap_err();
+        assert!(err.starts_with("x-conversation-id"));
+    }
+
+    #[test]
+    fn no_conversation_header_means_no_conversation() {
+        let ctx = resolve(&headers(&[("x-tenant-id", "t")])).unwrap();
+        assert_eq!(ctx.conversation, None);
+    }
+}

@@ -1,0 +1,121 @@
+//! The near-verbatim repeat rule of `remember` (BEHAVIOR.md §5): a new fact is "already
+//! known" when its nearest visible neighbour is both very close in meaning and shares at
+//! least half its words. Both constants are compiled in on purpose.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::memory::Hit;
+
+/// How many neighbours the duplicate check looks at.
+pub const NEIGHBOURS: usize = 5;
+const MIN_SIMILARITY: f64 = 0.92;
+const MIN_WORD_OVERLAP: f64 = 0.5;
+
+static SEPARATORS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[^\p{L}\p{N}]+").expect("static regex"));
+
+/// Distinct lowercase words: runs of Unicode letters and numbers, so Hangul and other
+/// scripts tokenize too.
+pub fn words(text: &str) -> HashSet<String> {
+    SEPARATORS
+        .split(&text.to_lowercase())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Jaccard similarity of the distinct words of `a` and `b`; 0 when either has none.
+pub fn word_overlap(a: &str, b: &str) -> f64 {
+    let (a, b) = (words(a), words(b));
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let shared = a.intersection(&b).count();
+    shared as f64 / (a.len() + b.len() - shared) as f64
+}
+
+/// The existing memory that already says `content`, if any. `neighbours` must already be
+/// limited to what the writer may see; their order does not matter.
+pub fn find_duplicate<'a>(content: &str, neighbours: &'a [Hit]) -> Option<&'a Hit> {
+    let nearest = neighbours
+        .iter()
+        .max_by(|a, b| a.similarity.total_cmp(&b.similarity))?;
+    (nearest.similarity >= MIN_SIMILARITY
+        && word_overlap(content, &nearest.memory.content) >= MIN_WORD_OVERLAP)
+        .then_some(nearest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryType, NewMemory, Scope};
+
+    fn hit(content: &str, similarity: f64) -> Hit {
+        Hit {
+            memory: NewMemory {
+                id: content.into(),
+                content: content.into(),
+                memory_type: MemoryType::Project,
+                category: None,
+                tags: vec![],
+                created_at: 0,
+                scope: Scope::Project,
+                conversation: None,
+            }
+            .into_memory(),
+            similarity,
+        }
+    }
+
+    #[test]
+    fn tokenisation_is_unicode_aware_and_lowercase() {
+        let w = words("Deploy to ECR, then 배포 완료! v2.1 über-fast");
+        for expected in [
+            "deploy", "to", "ecr", "then", "배포", "완료", "v2", "1", "über", "fast",
+        ] {
+            assert!(w.contains(expected), "missing {expected} in {w:?}");
+        }
+        assert_eq!(w.len(), 10);
+        assert!(words("  ...  ").is_empty());
+    }
+
+    #[test]
+    fn overlap_is_jaccard_of_distinct_words() {
+        assert_eq!(word_overlap("a b c", "a b c"), 1.0);
+        assert_eq!(word_overlap("a a b", "a b"), 1.0);
+        assert_eq!(word_overlap("a b c d", "a b e f"), 2.0 / 6.0);
+        assert_eq!(word_overlap("", "a"), 0.0);
+        assert_eq!(
+            word_overlap(
+                "배포는 금요일에 하지 않는다",
+                "배포는 금요일에 하지 않는다."
+            ),
+            1.0
+        );
+    }
+
+    #[test]
+    fn a_repeat_must_be_close_in_meaning_and_in_words() {
+        let text = "we deploy with blue green releases";
+        assert!(find_duplicate(text, &[hit(text, 0.95)]).is_some());
+        assert!(find_duplicate(text, &[hit(text, 0.92)]).is_some());
+        assert!(find_duplicate(text, &[hit(text, 0.9199)]).is_none());
+        // A paraphrase is close in meaning but shares too few words.
+        assert!(find_duplicate(text, &[hit("releases go out blue/green style", 0.95)]).is_none());
+    }
+
+    #[test]
+    fn the_most_similar_neighbour_decides_whatever_the_order() {
+        let text = "use pnpm not npm";
+        let hits = [
+            hit("something else entirely", 0.5),
+            hit(text, 0.99),
+            hit("pnpm", 0.93),
+        ];
+        assert_eq!(find_duplicate(text, &hits).unwrap().memory.content, text);
+        assert!(find_duplicate(text, &[]).is_none());
+    }
+}

@@ -1,0 +1,141 @@
+//! Turning text into vectors: one small trait, providers behind features, and the checks
+//! every vector passes whichever provider produced it (BEHAVIOR.md §6.3).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::config::EmbedderConfig;
+
+#[cfg(feature = "openai")]
+pub mod openai;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum EmbedError {
+    #[error("the embedding service did not respond within {0}ms")]
+    Timeout(u64),
+    #[error("could not reach the embedding service — {0}")]
+    Unreachable(String),
+    /// `body` is the start of the service's answer; shown to the agent, never logged.
+    #[error("the embedding service answered {status}{}", body.as_ref().map(|b| format!(": {b}")).unwrap_or_default())]
+    Status { status: u16, body: Option<String> },
+    #[error("the embedding service returned invalid JSON")]
+    InvalidJson,
+    #[error("the embedding service returned a response with no embedding in it")]
+    NoEmbedding,
+    #[error("the embedding service returned a non-finite vector component")]
+    NonFinite,
+    #[error(
+        "model \"{model}\" returned {got} dimensions but this deployment expects {expected}; set \
+         EMBEDDING_DIM and EMBEDDING_MODEL to match, then clear or re-embed existing memories \
+         before changing dimensions"
+    )]
+    Dimension {
+        model: String,
+        got: usize,
+        expected: usize,
+    },
+    #[error("the embedding service returned an all-zero vector")]
+    AllZero,
+}
+
+impl EmbedError {
+    /// The message for the operator's log: the same, minus anything the service echoed
+    /// back, which may contain the text that was being embedded.
+    pub fn log_message(&self) -> String {
+        match self {
+            EmbedError::Status { status, .. } => format!("the embedding service answered {status}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// The text's vector, already checked by `check_vector`.
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError>;
+
+    /// `provider:model, <dim>d`, for the startup line.
+    fn describe(&self) -> String;
+}
+
+/// Builds the configured embedder. Nothing here touches the network.
+pub fn build(config: &EmbedderConfig) -> Arc<dyn Embedder> {
+    match *config {
+        #[cfg(feature = "openai")]
+        EmbedderConfig::OpenAi {
+            ref base_url,
+            ref api_key,
+            ref model,
+            dimension,
+        } => Arc::new(openai::OpenAiEmbedder::new(
+            base_url, api_key, model, dimension,
+        )),
+    }
+}
+
+/// The checks of BEHAVIOR.md §6.3, in order, on whatever the service sent as the vector.
+pub fn check_vector(
+    raw: Option<&serde_json::Value>,
+    model: &str,
+    dimension: usize,
+) -> Result<Vec<f32>, EmbedError> {
+    let items = raw
+        .and_then(|v| v.as_array())
+        .ok_or(EmbedError::NoEmbedding)?;
+    let numbers: Vec<f64> = items
+        .iter()
+        .map(|v| v.as_f64().ok_or(EmbedError::NoEmbedding))
+        .collect::<Result<_, _>>()?;
+    let vector: Vec<f32> = numbers.iter().map(|x| *x as f32).collect();
+    if vector.iter().any(|x| !x.is_finite()) {
+        return Err(EmbedError::NonFinite);
+    }
+    if vector.len() != dimension {
+        return Err(EmbedError::Dimension {
+            model: model.to_owned(),
+            got: vector.len(),
+            expected: dimension,
+        });
+    }
+    if vector.iter().all(|x| *x == 0.0) {
+        return Err(EmbedError::AllZero);
+    }
+    Ok(vector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn vectors_are_checked_in_order() {
+        let check = |v: serde_json::Value| check_vector(Some(&v), "m", 3);
+        assert_eq!(
+            check(json!([0.1, 0.2, 0.3])).unwrap(),
+            vec![0.1f32, 0.2, 0.3]
+        );
+        assert_eq!(check(json!("nope")), Err(EmbedError::NoEmbedding));
+        assert_eq!(check(json!([1, "x", 3])), Err(EmbedError::NoEmbedding));
+        assert_eq!(check_vector(None, "m", 3), Err(EmbedError::NoEmbedding));
+        // f64 overflow to f32 infinity is non-finite, and is found before the width.
+        assert_eq!(check(json!([1e300, 1.0])), Err(EmbedError::NonFinite));
+        let err = check(json!([1.0, 2.0])).unwrap_err().to_string();
+        assert!(err.contains("model \"m\" returned 2 dimensions but") && err.contains("expects 3"));
+        assert_eq!(check(json!([0.0, 0.0, 0.0])), Err(EmbedError::AllZero));
+    }
+
+    #[test]
+    fn status_errors_show_the_body_to_the_agent_but_not_the_log() {
+        let e = EmbedError::Status {
+            status: 500,
+            body: Some("echo of the secret".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the embedding service answered 500: echo of the secret"
+        );
+        assert_eq!(e.log_message(), "the embedding service answered 500");
+    }
+}

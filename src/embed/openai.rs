@@ -1,0 +1,87 @@
+//! Any OpenAI-compatible `/embeddings` endpoint (BEHAVIOR.md §6.2): one POST per text, no
+//! `dimensions` parameter, a 10 s timeout and no retries of our own.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{EmbedError, Embedder, check_vector};
+
+const TIMEOUT_MS: u64 = 10_000;
+/// How much of an error body the agent gets to see.
+const BODY_EXCERPT_CHARS: usize = 200;
+
+pub struct OpenAiEmbedder {
+    client: reqwest::Client,
+    url: String,
+    api_key: String,
+    model: String,
+    dimension: usize,
+}
+
+impl OpenAiEmbedder {
+    /// `base_url` is validated by `config` (http(s), no credentials, query or fragment).
+    pub fn new(base_url: &str, api_key: &str, model: &str, dimension: usize) -> Self {
+        OpenAiEmbedder {
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_millis(TIMEOUT_MS))
+                .build()
+                .unwrap_or_default(),
+            url: format!("{}/embeddings", base_url.trim_end_matches('/')),
+            api_key: api_key.to_owned(),
+            model: model.to_owned(),
+            dimension,
+        }
+    }
+}
+
+#[async_trait]
+impl Embedder for OpenAiEmbedder {
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let response = self
+            .client
+            .post(&self.url)
+            .bearer_auth(&self.api_key)
+            .json(&serde_json::json!({ "model": self.model, "input": text }))
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let status = response.status();
+        let body = response.text().await.map_err(transport_error)?;
+        if !status.is_success() {
+            let excerpt: String = body.chars().take(BODY_EXCERPT_CHARS).collect();
+            return Err(EmbedError::Status {
+                status: status.as_u16(),
+                body: (!excerpt.trim().is_empty()).then_some(excerpt),
+            });
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&body).map_err(|_| EmbedError::InvalidJson)?;
+        check_vector(
+            json.pointer("/data/0/embedding"),
+            &self.model,
+            self.dimension,
+        )
+    }
+
+    fn describe(&self) -> String {
+        format!("openai:{}, {}d", self.model, self.dimension)
+    }
+}
+
+fn transport_error(e: reqwest::Error) -> EmbedError {
+    if e.is_timeout() {
+        EmbedError::Timeout(TIMEOUT_MS)
+    } else {
+        // Without the URL: it is configuration, and the message goes back to the agent.
+        EmbedError::Unreachable(root_cause(&e.without_url()))
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}

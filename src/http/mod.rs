@@ -1,0 +1,150 @@
+//! The HTTP edge: `POST /mcp`, `GET /health`, and the checks that come before any MCP
+//! work — Origin, bearer auth, method, media types and the body limit (BEHAVIOR.md §9.1,
+//! MCP.md §3). The caller's identity is resolved here, once per request.
+
+mod auth;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::{context, mcp};
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/health", any(health))
+        .route("/mcp", any(serve_mcp))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+/// Liveness only: it touches no dependency, since restarting a pod cannot fix an outage
+/// of the database or the embedding service.
+async fn health() -> Response {
+    json_response(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+async fn not_found() -> Response {
+    json_response(StatusCode::NOT_FOUND, &json!({"error": "not found"}))
+}
+
+async fn serve_mcp(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    // DNS-rebinding boundary: a browser page may only reach us from a listed origin.
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !app
+            .allowed_origins
+            .iter()
+            .any(|o| o.as_bytes() == origin.as_bytes())
+    {
+        return rpc_error(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "Forbidden: this Origin is not allowed (see MCP_ALLOWED_ORIGINS)",
+        );
+    }
+    if let Some(key) = &app.api_key
+        && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
+    {
+        let mut response = rpc_error(
+            StatusCode::UNAUTHORIZED,
+            -32001,
+            "missing or invalid bearer token",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"mcp\""),
+        );
+        return response;
+    }
+    if method != Method::POST {
+        // Stateless: there is no session to open with GET or close with DELETE.
+        let mut response = rpc_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            -32000,
+            "Method not allowed.",
+        );
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    if !media_type_is(headers.get(header::CONTENT_TYPE), "application/json") {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32600,
+            "Unsupported Media Type: send Content-Type: application/json",
+        );
+    }
+    if !accepts_json(headers.get(header::ACCEPT)) {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            -32600,
+            "Not Acceptable: this server answers application/json",
+        );
+    }
+    let Ok(body) = axum::body::to_bytes(body, app.body_limit).await else {
+        return rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            &format!(
+                "Payload Too Large: the body limit is {} bytes",
+                app.body_limit
+            ),
+        );
+    };
+    let identity = context::resolve(&headers);
+    let reply = mcp::handle(&app.memories, &headers, &identity, &body).await;
+    match reply.body {
+        Some(body) => json_response(reply.status, &body),
+        None => reply.status.into_response(),
+    }
+}
+
+fn media_type_is(value: Option<&HeaderValue>, expected: &str) -> bool {
+    value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case(expected))
+}
+
+/// An absent Accept accepts anything; a present one must admit JSON.
+fn accepts_json(value: Option<&HeaderValue>) -> bool {
+    let Some(value) = value.and_then(|v| v.to_str().ok()) else {
+        return value.is_none();
+    };
+    value.split(',').any(|item| {
+        let media = item.split(';').next().unwrap_or_default().trim();
+        ["application/json", "application/*", "*/*"]
+            .iter()
+            .any(|ok| media.eq_ignore_ascii_case(ok))
+    })
+}
+
+/// A JSON-RPC error with no id: these refusals happen before the request is read.
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
+    json_response(
+        status,
+        &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}}),
+    )
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,16 @@
+//! mcp-memory: an MCP server that gives an agent platform's projects a memory that
+//! outlives a run. See DESIGN.md for the layout; each module's own docs say what it owns.
+
+pub mod app;
+pub mod config;
+pub mod context;
+pub mod dedup;
+pub mod embed;
+pub mod http;
+pub mod log;
+pub mod mcp;
+pub mod memory;
+pub mod ranking;
+pub mod shutdown;
+pub mod store;
+pub mod tools;

@@ -1,0 +1,74 @@
+//! Thin entry point: configuration → app → serve, with graceful shutdown.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use mcp_memory::app::App;
+use mcp_memory::config::Config;
+use mcp_memory::mcp::{SERVER_NAME, SERVER_VERSION};
+use mcp_memory::{http, log, shutdown};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("configuration error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let address = (config.host, config.port);
+    let app = match App::build(config) {
+        Ok(app) => Arc::new(app),
+        Err(e) => {
+            eprintln!("storage error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {}:{}: {e}", address.0, address.1);
+            return ExitCode::FAILURE;
+        }
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(address.1);
+    println!("{SERVER_NAME} v{SERVER_VERSION} listening on :{port} (POST /mcp)");
+    println!("{}", app.describe());
+    if app.api_key.is_some() {
+        println!("auth: MCP_API_KEY is set; every request must present it as a bearer token");
+    } else {
+        eprintln!(
+            "auth: MCP_API_KEY is NOT set, so this server answers ANY caller; that is only safe \
+             while nothing routes to it from outside this machine or cluster"
+        );
+    }
+
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let stop = Arc::clone(&stopping);
+    let server =
+        axum::serve(listener, http::router(Arc::clone(&app))).with_graceful_shutdown(async move {
+            shutdown::signal().await;
+            stop.notify_one();
+        });
+    tokio::select! {
+        result = server => {
+            if let Err(e) = result {
+                log::error("server_failed", &e.to_string(), &log::Fields::default());
+            }
+        }
+        // Requests still running at the deadline are abandoned; the flush must happen.
+        _ = async { stopping.notified().await; tokio::time::sleep(shutdown::DRAIN_DEADLINE).await } => {}
+    }
+    if let Err(e) = app.memories.store.flush().await {
+        log::error(
+            "store_final_flush_failed",
+            &e.to_string(),
+            &log::Fields::default(),
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,67 @@
+//! JSON-RPC 2.0 envelopes and the error codes this server uses.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+pub mod code {
+    pub const PARSE: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// 2026-07-28 GA codes.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+}
+
+/// What to send back: an HTTP status and, unless it is 202, one JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Option<Value>,
+}
+
+impl Reply {
+    pub fn accepted() -> Self {
+        Reply {
+            status: StatusCode::ACCEPTED,
+            body: None,
+        }
+    }
+
+    pub fn result(id: Option<Value>, result: Value) -> Self {
+        Reply {
+            status: StatusCode::OK,
+            body: Some(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        }
+    }
+
+    /// An error; `id` is omitted when the request's id is unknown (never `null`).
+    pub fn error(status: StatusCode, id: Option<Value>, code: i64, message: &str) -> Self {
+        Self::envelope(status, id, json!({"code": code, "message": message}))
+    }
+
+    pub fn error_with_data(
+        status: StatusCode,
+        id: Option<Value>,
+        code: i64,
+        message: &str,
+        data: Value,
+    ) -> Self {
+        Self::envelope(
+            status,
+            id,
+            json!({"code": code, "message": message, "data": data}),
+        )
+    }
+
+    fn envelope(status: StatusCode, id: Option<Value>, error: Value) -> Self {
+        let mut body = json!({"jsonrpc": "2.0", "error": error});
+        if let Some(id) = id {
+            body["id"] = id;
+        }
+        Reply {
+            status,
+            body: Some(body),
+        }
+    }
+}

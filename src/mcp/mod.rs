@@ -1,0 +1,363 @@
+//! MCP over Streamable HTTP, stateless, both protocol eras on one endpoint (MCP.md).
+//!
+//! A request whose `params._meta` claims a protocol version is served under 2026-07-28
+//! with its header checks; everything else is the legacy `initialize` era. Every request
+//! is answered on its own: nothing is kept between requests, so any replica answers any
+//! request. Tool failures are tool results; JSON-RPC errors are for protocol failures only.
+
+mod jsonrpc;
+
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+use crate::context::Identity;
+use crate::tools::{self, Memories, ToolResult};
+use jsonrpc::{Reply, code};
+
+pub const SERVER_NAME: &str = "mcp-memory";
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const MODERN: &str = "2026-07-28";
+const LEGACY: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+const LATEST_LEGACY: &str = "2025-11-25";
+const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+const INSTRUCTIONS: &str = "Project memory that outlives a run. Call recall at the start of a \
+    task and before asking the user to explain something again; call remember when you learn a \
+    decision, a convention or a command that works.";
+
+pub use jsonrpc::Reply as McpReply;
+
+fn server_info() -> Value {
+    json!({"name": SERVER_NAME, "version": SERVER_VERSION})
+}
+
+/// Answers one POSTed JSON-RPC message.
+pub async fn handle(
+    memories: &Memories,
+    headers: &HeaderMap,
+    identity: &Identity,
+    body: &[u8],
+) -> Reply {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(_) => return Reply::error(StatusCode::BAD_REQUEST, None, code::PARSE, "Parse error"),
+    };
+    let Value::Object(message) = message else {
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            None,
+            code::INVALID_REQUEST,
+            "Invalid Request: the body must be one JSON-RPC object (batches are not supported)",
+        );
+    };
+    let Some(method) = message.get("method") else {
+        // A client answering a server request: this server never sends any.
+        return if message.contains_key("result") || message.contains_key("error") {
+            Reply::accepted()
+        } else {
+            Reply::error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::INVALID_REQUEST,
+                "Invalid Request: no method",
+            )
+        };
+    };
+    let id = match message.get("id") {
+        None => None,
+        Some(v) if v.is_string() || v.is_i64() || v.is_u64() => Some(v.clone()),
+        Some(_) => {
+            return Reply::error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::INVALID_REQUEST,
+                "Invalid Request: id must be a string or an integer",
+            );
+        }
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "Invalid Request: jsonrpc must be \"2.0\"",
+        );
+    }
+    let Some(method) = method.as_str() else {
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "Invalid Request: method must be a string",
+        );
+    };
+    let empty = Map::new();
+    let params = message
+        .get("params")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let claim = meta.and_then(|m| m.get(VERSION_KEY));
+    let header_version = header(headers, "mcp-protocol-version");
+
+    let request = Request {
+        id,
+        method,
+        params,
+        headers,
+    };
+    let valid_modern_claim = claim.and_then(Value::as_str) == Some(MODERN)
+        && meta.is_some_and(|m| m.get(CAPABILITIES_KEY).is_some_and(Value::is_object));
+    if method == "initialize" && !valid_modern_claim {
+        if header_version.as_deref() == Some(MODERN) {
+            return request.error(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH,
+                "MCP-Protocol-Version 2026-07-28 has no initialize; send server/discover with _meta instead");
+        }
+        return legacy(memories, identity, &request).await;
+    }
+    if claim.is_some() {
+        return modern(
+            memories,
+            identity,
+            &request,
+            meta.unwrap_or(&empty),
+            header_version,
+        )
+        .await;
+    }
+    match header_version.as_deref() {
+        Some(MODERN) => request.error(StatusCode::BAD_REQUEST, code::INVALID_PARAMS,
+            "Invalid params: a 2026-07-28 request needs the _meta envelope with io.modelcontextprotocol/protocolVersion"),
+        Some(v) if !LEGACY.contains(&v) => request.error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST,
+            &format!("Bad Request: unsupported MCP-Protocol-Version \"{v}\"")),
+        _ => legacy(memories, identity, &request).await,
+    }
+}
+
+struct Request<'a> {
+    id: Option<Value>,
+    method: &'a str,
+    params: &'a Map<String, Value>,
+    headers: &'a HeaderMap,
+}
+
+impl Request<'_> {
+    fn error(&self, status: StatusCode, code: i64, message: &str) -> Reply {
+        Reply::error(status, self.id.clone(), code, message)
+    }
+
+    fn result(&self, result: Value) -> Reply {
+        Reply::result(self.id.clone(), result)
+    }
+}
+
+/// A header's value with surrounding spaces and tabs removed (header values compare
+/// exactly otherwise).
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).map(|v| {
+        String::from_utf8_lossy(v.as_bytes())
+            .trim_matches([' ', '\t'])
+            .to_owned()
+    })
+}
+
+/// `Mcp-Name` as sent: plain, or `=?base64?…?=` for values that are not plain ASCII.
+fn decode_name(raw: &str) -> Option<String> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(raw.to_owned()),
+    }
+}
+
+async fn legacy(memories: &Memories, identity: &Identity, request: &Request<'_>) -> Reply {
+    if request.id.is_none() {
+        return Reply::accepted();
+    }
+    match request.method {
+        "initialize" => {
+            let asked = request
+                .params
+                .get("protocolVersion")
+                .and_then(Value::as_str);
+            let version = asked
+                .filter(|v| LEGACY.contains(v))
+                .unwrap_or(LATEST_LEGACY);
+            request.result(json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": server_info(),
+                "instructions": INSTRUCTIONS,
+            }))
+        }
+        "ping" => request.result(json!({})),
+        "tools/list" => request.result(json!({"tools": tools::tool_list()})),
+        "tools/call" => match call_tool(memories, identity, request).await {
+            Ok(result) => request.result(tool_result(&result)),
+            Err(reply) => reply,
+        },
+        other => request.error(
+            StatusCode::OK,
+            code::METHOD_NOT_FOUND,
+            &format!("Method not found: {other}"),
+        ),
+    }
+}
+
+/// The 2026-07-28 era, with the header checks in the order the conformance suite expects
+/// (MCP.md §4.2).
+async fn modern(
+    memories: &Memories,
+    identity: &Identity,
+    request: &Request<'_>,
+    meta: &Map<String, Value>,
+    header_version: Option<String>,
+) -> Reply {
+    let bad_request = StatusCode::BAD_REQUEST;
+    let Some(version) = meta.get(VERSION_KEY).and_then(Value::as_str) else {
+        return request.error(
+            bad_request,
+            code::INVALID_PARAMS,
+            "Invalid params: _meta io.modelcontextprotocol/protocolVersion must be a string",
+        );
+    };
+    if !meta.get(CAPABILITIES_KEY).is_some_and(Value::is_object) {
+        return request.error(
+            bad_request,
+            code::INVALID_PARAMS,
+            "Invalid params: _meta io.modelcontextprotocol/clientCapabilities must be an object",
+        );
+    }
+    if header_version.as_deref().is_some_and(|h| h != version) {
+        return request.error(
+            bad_request,
+            code::HEADER_MISMATCH,
+            "MCP-Protocol-Version header does not match _meta protocolVersion",
+        );
+    }
+    let method_header = header(request.headers, "mcp-method");
+    if method_header
+        .as_deref()
+        .is_some_and(|m| m != request.method)
+    {
+        return request.error(
+            bad_request,
+            code::HEADER_MISMATCH,
+            "Mcp-Method header does not match the request method",
+        );
+    }
+    if version != MODERN {
+        return Reply::error_with_data(
+            bad_request,
+            request.id.clone(),
+            code::UNSUPPORTED_VERSION,
+            &format!("Unsupported protocol version \"{version}\""),
+            json!({"supported": [MODERN], "requested": version}),
+        );
+    }
+    if header_version.is_none() {
+        return request.error(
+            bad_request,
+            code::HEADER_MISMATCH,
+            "MCP-Protocol-Version header is required",
+        );
+    }
+    if method_header.is_none() {
+        return request.error(
+            bad_request,
+            code::HEADER_MISMATCH,
+            "Mcp-Method header is required",
+        );
+    }
+    if request.method == "tools/call"
+        && let Some(name) = request.params.get("name").and_then(Value::as_str)
+    {
+        let sent = header(request.headers, "mcp-name").and_then(|raw| decode_name(&raw));
+        if sent.as_deref() != Some(name) {
+            return request.error(
+                bad_request,
+                code::HEADER_MISMATCH,
+                "Mcp-Name header is missing or does not match the tool name",
+            );
+        }
+    }
+    if request.id.is_none() {
+        return Reply::accepted();
+    }
+    let mut result = match request.method {
+        "server/discover" => json!({
+            "supportedVersions": [MODERN],
+            "capabilities": {"tools": {"listChanged": false}},
+            "instructions": INSTRUCTIONS,
+            "ttlMs": 0,
+            "cacheScope": "public",
+        }),
+        // The catalogue is the same for every caller, so a shared cache may keep it.
+        "tools/list" => json!({"tools": tools::tool_list(), "ttlMs": 0, "cacheScope": "public"}),
+        "tools/call" => match call_tool(memories, identity, request).await {
+            Ok(result) => tool_result(&result),
+            Err(reply) => return reply,
+        },
+        other => {
+            return request.error(
+                StatusCode::NOT_FOUND,
+                code::METHOD_NOT_FOUND,
+                &format!("Method not found: {other}"),
+            );
+        }
+    };
+    result["resultType"] = json!("complete");
+    result["_meta"] = json!({ SERVER_INFO_KEY: server_info() });
+    request.result(result)
+}
+
+async fn call_tool(
+    memories: &Memories,
+    identity: &Identity,
+    request: &Request<'_>,
+) -> Result<ToolResult, Reply> {
+    let Some(name) = request.params.get("name").and_then(Value::as_str) else {
+        return Err(request.error(
+            StatusCode::OK,
+            code::INVALID_PARAMS,
+            "Invalid params: tools/call needs a tool name",
+        ));
+    };
+    Ok(tools::call(memories, name, request.params.get("arguments"), identity).await)
+}
+
+fn tool_result(result: &ToolResult) -> Value {
+    json!({
+        "content": [{"type": "text", "text": result.text}],
+        "isError": result.is_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_name_is_the_crate_name() {
+        assert_eq!(SERVER_NAME, env!("CARGO_PKG_NAME"));
+    }
+
+    #[test]
+    fn mcp_name_may_be_base64_encoded() {
+        assert_eq!(decode_name("recall").as_deref(), Some("recall"));
+        assert_eq!(
+            decode_name("=?base64?ICBuYW1lICA=?=").as_deref(),
+            Some("  name  ")
+        );
+        assert_eq!(decode_name("=?base64?!!?="), None);
+    }
+}

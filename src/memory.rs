@@ -1,0 +1,281 @@
+//! The domain: what a memory is, who may see it, and the identities a request carries.
+//!
+//! Everything here is backend-neutral; stores map these types onto their own layouts.
+
+use std::fmt;
+
+/// What kind of knowledge a memory holds. The declaration order is the canonical order
+/// used everywhere (e.g. the stats breakdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryType {
+    Project,
+    Pattern,
+    Reference,
+    Conversation,
+}
+
+impl MemoryType {
+    pub const ALL: [MemoryType; 4] = [
+        MemoryType::Project,
+        MemoryType::Pattern,
+        MemoryType::Reference,
+        MemoryType::Conversation,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryType::Project => "project",
+            MemoryType::Pattern => "pattern",
+            MemoryType::Reference => "reference",
+            MemoryType::Conversation => "conversation",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Days after which an untouched memory of this type has lost half its trust:
+    /// conventions of the project age slowly, things a user said age fast.
+    pub fn trust_half_life_days(self) -> f64 {
+        match self {
+            MemoryType::Project => 180.0,
+            MemoryType::Reference => 120.0,
+            MemoryType::Pattern => 60.0,
+            MemoryType::Conversation => 30.0,
+        }
+    }
+}
+
+impl fmt::Display for MemoryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who may see a memory: the whole project, or only the conversation that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Project,
+    Conversation,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Project => "project",
+            Scope::Conversation => "conversation",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "project" => Some(Scope::Project),
+            "conversation" => Some(Scope::Conversation),
+            _ => None,
+        }
+    }
+}
+
+/// A validated tenant name (BEHAVIOR.md §2.1). Only `context` constructs one from a header.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tenant(String);
+
+impl Tenant {
+    /// Callers must have validated the value; see `context::resolve`.
+    pub(crate) fn new_unchecked(value: String) -> Self {
+        Tenant(value)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A validated conversation id (BEHAVIOR.md §2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Conversation(String);
+
+impl Conversation {
+    pub(crate) fn new_unchecked(value: String) -> Self {
+        Conversation(value)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What one request may see: the project's memories, plus its own conversation's notes
+/// when it is in a conversation. The single definition of visibility (BEHAVIOR.md §1.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visibility {
+    pub conversation: Option<Conversation>,
+}
+
+impl Visibility {
+    pub fn can_see(&self, memory: &Memory) -> bool {
+        match memory.scope {
+            Scope::Project => true,
+            Scope::Conversation => match (&self.conversation, &memory.conversation) {
+                (Some(mine), Some(theirs)) => mine == theirs,
+                _ => false,
+            },
+        }
+    }
+
+    /// Dedup candidates for a write of `scope` (DESIGN.md Q11): a project-scoped write is
+    /// compared only with project memories, so a conversation's private note can never
+    /// swallow a fact meant for the whole project.
+    pub fn for_dedup(&self, scope: Scope) -> Visibility {
+        match scope {
+            Scope::Project => Visibility { conversation: None },
+            Scope::Conversation => self.clone(),
+        }
+    }
+}
+
+/// A stored memory with its usage counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memory {
+    pub id: String,
+    pub content: String,
+    pub memory_type: MemoryType,
+    pub category: Option<String>,
+    pub tags: Vec<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub scope: Scope,
+    /// Visibility key for conversation scope; provenance only for project scope.
+    pub conversation: Option<Conversation>,
+    pub trust_base: f64,
+    pub access_count: u64,
+    /// Milliseconds since the Unix epoch; `None` until first recalled.
+    pub last_accessed_at: Option<i64>,
+}
+
+/// A memory as `remember` hands it to the store, before it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMemory {
+    pub id: String,
+    pub content: String,
+    pub memory_type: MemoryType,
+    pub category: Option<String>,
+    pub tags: Vec<String>,
+    pub created_at: i64,
+    pub scope: Scope,
+    pub conversation: Option<Conversation>,
+}
+
+impl NewMemory {
+    pub fn into_memory(self) -> Memory {
+        Memory {
+            id: self.id,
+            content: self.content,
+            memory_type: self.memory_type,
+            category: self.category,
+            tags: self.tags,
+            created_at: self.created_at,
+            scope: self.scope,
+            conversation: self.conversation,
+            trust_base: 1.0,
+            access_count: 0,
+            last_accessed_at: None,
+        }
+    }
+}
+
+/// A memory found by vector search, with its cosine similarity to the query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub memory: Memory,
+    pub similarity: f64,
+}
+
+/// A fresh ULID minted from the write instant: lexicographic order is time order.
+pub fn new_id(now_ms: i64) -> String {
+    let ms = u64::try_from(now_ms).unwrap_or(0);
+    ulid::Ulid::from_parts(ms, rand_u128()).to_string()
+}
+
+fn rand_u128() -> u128 {
+    // ulid's own generator needs the `rand` feature; the std hasher's random keys are enough
+    // to make ids unique within one millisecond.
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut high = RandomState::new().build_hasher();
+    high.write_u8(1);
+    let mut low = RandomState::new().build_hasher();
+    low.write_u8(2);
+    (u128::from(high.finish()) << 64) | u128::from(low.finish())
+}
+
+/// ISO-8601 UTC with exactly three fractional digits, as JavaScript's `toISOString` prints.
+pub fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(scope: Scope, conversation: Option<&str>) -> Memory {
+        NewMemory {
+            id: new_id(0),
+            content: "x".into(),
+            memory_type: MemoryType::Project,
+            category: None,
+            tags: vec![],
+            created_at: 0,
+            scope,
+            conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+        }
+        .into_memory()
+    }
+
+    fn seen_by(conversation: Option<&str>) -> Visibility {
+        Visibility {
+            conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+        }
+    }
+
+    #[test]
+    fn project_memories_are_visible_everywhere_and_provenance_is_no_filter() {
+        let m = memory(Scope::Project, Some("chat:1"));
+        assert!(seen_by(None).can_see(&m));
+        assert!(seen_by(Some("chat:2")).can_see(&m));
+    }
+
+    #[test]
+    fn conversation_notes_are_visible_only_to_their_conversation() {
+        let m = memory(Scope::Conversation, Some("chat:1"));
+        assert!(seen_by(Some("chat:1")).can_see(&m));
+        assert!(!seen_by(Some("chat:2")).can_see(&m));
+        assert!(!seen_by(None).can_see(&m));
+    }
+
+    #[test]
+    fn ids_are_26_crockford_characters_in_time_order() {
+        let a = new_id(1_700_000_000_000);
+        let b = new_id(1_700_000_000_001);
+        assert_eq!(a.len(), 26);
+        assert!(
+            a.chars()
+                .all(|c| "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(c))
+        );
+        assert!(a < b);
+        assert_ne!(new_id(5), new_id(5));
+    }
+
+    #[test]
+    fn iso_has_millisecond_precision_and_z() {
+        assert_eq!(iso(1_782_909_296_789), "2026-07-01T12:34:56.789Z");
+        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,358 @@
+//! Recall ranking as pure functions (BEHAVIOR.md §4): gates, composite score, confidence
+//! and standing. No I/O and no clock: `now` is an argument.
+
+use crate::memory::{Hit, Memory};
+
+const DAY_MS: f64 = 86_400_000.0;
+const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
+const TRUST_WEIGHT: f64 = 0.1;
+/// A top result this many times above the floor is a confident match.
+const HIGH_CONFIDENCE_MULTIPLE: f64 = 3.0;
+
+/// How close and how many: the three recall modes of BEHAVIOR.md §4.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecallMode {
+    Precision,
+    Balanced,
+    Exploratory,
+}
+
+struct Weights {
+    keep_ratio: f64,
+    default_limit: usize,
+    similarity: f64,
+    recency: f64,
+    access: f64,
+}
+
+impl RecallMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "precision" => Some(RecallMode::Precision),
+            "balanced" => Some(RecallMode::Balanced),
+            "exploratory" => Some(RecallMode::Exploratory),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecallMode::Precision => "precision",
+            RecallMode::Balanced => "balanced",
+            RecallMode::Exploratory => "exploratory",
+        }
+    }
+
+    fn weights(self) -> Weights {
+        match self {
+            RecallMode::Precision => Weights {
+                keep_ratio: 0.80,
+                default_limit: 3,
+                similarity: 0.85,
+                recency: 0.10,
+                access: 0.05,
+            },
+            RecallMode::Balanced => Weights {
+                keep_ratio: 0.60,
+                default_limit: 5,
+                similarity: 0.70,
+                recency: 0.20,
+                access: 0.10,
+            },
+            RecallMode::Exploratory => Weights {
+                keep_ratio: 0.35,
+                default_limit: 10,
+                similarity: 0.50,
+                recency: 0.30,
+                access: 0.20,
+            },
+        }
+    }
+
+    pub fn default_limit(self) -> usize {
+        self.weights().default_limit
+    }
+}
+
+/// How many neighbours to ask the store for when `limit` results are wanted: enough slack
+/// for the gates, one page at most.
+pub fn candidate_count(limit: usize) -> usize {
+    (3 * limit).clamp(30, 100)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    pub memory: Memory,
+    pub similarity: f64,
+    pub score: f64,
+    /// Score relative to the top result, in [0, 1]; the first result is always 1.
+    pub standing: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    pub results: Vec<Ranked>,
+    /// Visible candidates that did not make it past the gates.
+    pub gated: usize,
+    pub confidence: Confidence,
+}
+
+/// Ranks visible hits. `floor` is RECALL_MIN_SIMILARITY; `now` is the request time in ms.
+pub fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
+    let w = mode.weights();
+    let visible = hits.len();
+    let relevant: Vec<Hit> = hits.into_iter().filter(|h| h.similarity >= floor).collect();
+    let top = relevant.iter().map(|h| h.similarity).fold(0.0, f64::max);
+    let keeping: Vec<Hit> = relevant
+        .into_iter()
+        .filter(|h| h.similarity >= top * w.keep_ratio)
+        .collect();
+    let gated = visible - keeping.len();
+    let max_access = keeping
+        .iter()
+        .map(|h| h.memory.access_count)
+        .max()
+        .unwrap_or(0);
+
+    let mut scored: Vec<Ranked> = keeping
+        .into_iter()
+        .map(|hit| {
+            let days = days_since(
+                hit.memory.last_accessed_at.unwrap_or(hit.memory.created_at),
+                now,
+            );
+            let access = if max_access == 0 {
+                0.0
+            } else {
+                (hit.memory.access_count as f64 / max_access as f64).min(1.0)
+            };
+            let rel_sim = if top <= 0.0 {
+                0.0
+            } else {
+                (hit.similarity / top).min(1.0)
+            };
+            let score = rel_sim * w.similarity
+                + recency(days) * w.recency
+                + access * w.access
+                + trust(&hit.memory, days) * TRUST_WEIGHT;
+            Ranked {
+                memory: hit.memory,
+                similarity: hit.similarity,
+                score,
+                standing: 0.0,
+            }
+        })
+        .collect();
+    // `sort_by` is stable: ties keep the store's order.
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    scored.truncate(limit);
+
+    let best = scored.first().map(|r| r.score).unwrap_or(0.0);
+    for r in &mut scored {
+        r.standing = if best <= 0.0 {
+            0.0
+        } else {
+            (r.score / best).min(1.0)
+        };
+    }
+    let confidence = match scored.first() {
+        None => Confidence::Low,
+        Some(r) if r.similarity >= HIGH_CONFIDENCE_MULTIPLE * floor => Confidence::High,
+        Some(_) => Confidence::Medium,
+    };
+    Ranking {
+        results: scored,
+        gated,
+        confidence,
+    }
+}
+
+/// Whole days (fractional) since `then`; the future counts as now.
+fn days_since(then: i64, now: i64) -> f64 {
+    ((now - then) as f64 / DAY_MS).max(0.0)
+}
+
+/// 1 now, 0.5 after one half-life.
+pub fn recency(days: f64) -> f64 {
+    (-days / RECENCY_HALF_LIFE_DAYS).exp2()
+}
+
+/// How much a memory can still be trusted: decays by its type's half-life, slowed by use,
+/// never above what it was written with.
+pub fn trust(memory: &Memory, days: f64) -> f64 {
+    let decay = (-days / memory.memory_type.trust_half_life_days()).exp2();
+    let usage = (1.0 + 0.1 * ((memory.access_count as f64 + 1.0).max(1.0)).ln()).min(1.5);
+    let adjusted = if decay < 1.0 { decay * usage } else { decay };
+    memory.trust_base * adjusted.min(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryType, NewMemory, Scope};
+
+    const NOW: i64 = 1_800_000_000_000;
+    const DAY: i64 = 86_400_000;
+
+    fn memory(id: &str, memory_type: MemoryType, age_days: i64, access_count: u64) -> Memory {
+        let mut m = NewMemory {
+            id: id.into(),
+            content: id.into(),
+            memory_type,
+            category: None,
+            tags: vec![],
+            created_at: NOW - age_days * DAY,
+            scope: Scope::Project,
+            conversation: None,
+        }
+        .into_memory();
+        m.access_count = access_count;
+        m
+    }
+
+    fn hit(id: &str, similarity: f64) -> Hit {
+        Hit {
+            memory: memory(id, MemoryType::Project, 0, 0),
+            similarity,
+        }
+    }
+
+    fn ids(r: &Ranking) -> Vec<&str> {
+        r.results.iter().map(|r| r.memory.id.as_str()).collect()
+    }
+
+    #[test]
+    fn recency_reference_values() {
+        assert!((recency(0.0) - 1.0).abs() < 1e-12);
+        assert!((recency(30.0) - 0.5).abs() < 1e-12);
+        assert!((recency(60.0) - 0.25).abs() < 1e-12);
+        // A future timestamp (clock skew) counts as now.
+        assert_eq!(days_since(NOW + DAY, NOW), 0.0);
+    }
+
+    #[test]
+    fn trust_reference_values() {
+        let untouched = memory("c", MemoryType::Conversation, 60, 0);
+        assert!((trust(&untouched, 60.0) - 0.25).abs() < 1e-12);
+        let fresh_and_used = memory("p", MemoryType::Project, 0, 500);
+        assert_eq!(trust(&fresh_and_used, 0.0), 1.0);
+        // Use slows the decay but is capped at 1.5x.
+        let used = memory("p", MemoryType::Pattern, 60, 1_000_000);
+        assert!((trust(&used, 60.0) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn candidate_counts() {
+        assert_eq!(candidate_count(3), 30);
+        assert_eq!(candidate_count(10), 30);
+        assert_eq!(candidate_count(20), 60);
+        assert_eq!(candidate_count(50), 100);
+    }
+
+    #[test]
+    fn precision_keeps_only_the_clear_answer_where_exploratory_keeps_the_neighbour() {
+        let hits = vec![hit("neighbour", 0.69), hit("answer", 0.94)];
+        let p = rank(hits.clone(), RecallMode::Precision, 3, 0.3, NOW);
+        assert_eq!(ids(&p), ["answer"]);
+        assert_eq!(p.gated, 1);
+        let e = rank(hits, RecallMode::Exploratory, 10, 0.3, NOW);
+        assert_eq!(ids(&e), ["answer", "neighbour"]);
+    }
+
+    #[test]
+    fn gating_uses_the_strongest_hit_whatever_the_store_order() {
+        let hits = vec![hit("c", 0.2), hit("b", 0.5), hit("a", 0.9)];
+        let r = rank(hits, RecallMode::Balanced, 5, 0.1, NOW);
+        assert_eq!(ids(&r), ["a"]);
+        assert_eq!(r.gated, 2);
+    }
+
+    #[test]
+    fn a_weak_but_best_match_is_kept() {
+        let r = rank(vec![hit("weak", 0.12)], RecallMode::Precision, 3, 0.1, NOW);
+        assert_eq!(ids(&r), ["weak"]);
+        assert_eq!(r.confidence, Confidence::Medium);
+    }
+
+    #[test]
+    fn below_the_floor_everything_is_gated_and_confidence_is_low() {
+        let r = rank(
+            vec![hit("a", 0.05), hit("b", 0.09)],
+            RecallMode::Balanced,
+            5,
+            0.1,
+            NOW,
+        );
+        assert!(r.results.is_empty());
+        assert_eq!(r.gated, 2);
+        assert_eq!(r.confidence, Confidence::Low);
+        // The floor itself is inclusive.
+        assert_eq!(
+            rank(vec![hit("a", 0.1)], RecallMode::Balanced, 5, 0.1, NOW)
+                .results
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn confidence_is_a_multiple_of_the_floor() {
+        let conf = |sim: f64, floor: f64| {
+            rank(vec![hit("a", sim)], RecallMode::Balanced, 5, floor, NOW).confidence
+        };
+        assert_eq!(conf(0.33, 0.1), Confidence::High);
+        assert_eq!(conf(0.15, 0.1), Confidence::Medium);
+        assert_eq!(conf(0.9, 0.7), Confidence::Medium);
+    }
+
+    #[test]
+    fn standing_starts_at_one_and_never_rises() {
+        let hits = vec![hit("a", 0.7), hit("b", 0.9), hit("c", 0.8), hit("d", 0.75)];
+        let r = rank(hits, RecallMode::Exploratory, 10, 0.1, NOW);
+        assert_eq!(r.results[0].standing, 1.0);
+        assert!(r.results.windows(2).all(|w| w[0].standing >= w[1].standing));
+        assert_eq!(ids(&r), ["b", "c", "d", "a"]);
+    }
+
+    #[test]
+    fn an_explicit_limit_replaces_the_mode_default() {
+        let hits: Vec<Hit> = (0..20).map(|i| hit(&format!("m{i:02}"), 0.9)).collect();
+        assert_eq!(
+            rank(hits.clone(), RecallMode::Precision, 12, 0.1, NOW)
+                .results
+                .len(),
+            12
+        );
+        assert_eq!(
+            rank(hits, RecallMode::Balanced, 1, 0.1, NOW).results.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn ties_keep_the_store_order() {
+        let hits = vec![hit("first", 0.8), hit("second", 0.8), hit("third", 0.8)];
+        let r = rank(hits, RecallMode::Balanced, 5, 0.1, NOW);
+        assert_eq!(ids(&r), ["first", "second", "third"]);
+    }
+
+    #[test]
+    fn recent_use_lifts_an_equally_similar_memory() {
+        let mut stale = hit("stale", 0.8);
+        stale.memory.created_at = NOW - 90 * DAY;
+        let mut used = hit("used", 0.8);
+        used.memory.created_at = NOW - 90 * DAY;
+        used.memory.access_count = 4;
+        used.memory.last_accessed_at = Some(NOW - DAY);
+        let r = rank(vec![stale, used], RecallMode::Balanced, 5, 0.1, NOW);
+        assert_eq!(ids(&r), ["used", "stale"]);
+        assert!(r.results[1].standing < 1.0);
+    }
+}

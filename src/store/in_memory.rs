@@ -1,0 +1,145 @@
+//! An in-memory store for unit tests only (never selectable in production). It returns
+//! neighbours worst-first, to catch code that assumes the store sorts its answer.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_nearest};
+use crate::dedup;
+use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+
+#[derive(Default)]
+pub struct InMemoryStore {
+    rows: Mutex<Vec<(Tenant, Memory, Vec<f32>)>>,
+}
+
+impl InMemoryStore {
+    fn nearest_locked(
+        rows: &[(Tenant, Memory, Vec<f32>)],
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Vec<Hit> {
+        let hits = rows
+            .iter()
+            .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
+            .map(|(_, m, e)| Hit {
+                memory: m.clone(),
+                similarity: cosine(embedding, e),
+            })
+            .collect();
+        let mut nearest = keep_nearest(hits, k);
+        nearest.reverse();
+        nearest
+    }
+}
+
+#[async_trait]
+impl MemoryStore for InMemoryStore {
+    async fn remember(
+        &self,
+        tenant: &Tenant,
+        memory: NewMemory,
+        embedding: &[f32],
+        dedup_scope: &Visibility,
+    ) -> Result<Remembered, StoreError> {
+        let mut rows = self.rows.lock().expect("lock");
+        let neighbours =
+            Self::nearest_locked(&rows, tenant, dedup_scope, embedding, dedup::NEIGHBOURS);
+        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+        }
+        let memory = memory.into_memory();
+        rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));
+        Ok(Remembered::Stored(memory))
+    }
+
+    async fn nearest(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        Ok(Self::nearest_locked(
+            &rows, tenant, visibility, embedding, k,
+        ))
+    }
+
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        memory_type: Option<MemoryType>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        let mut found: Vec<Memory> = rows
+            .iter()
+            .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
+            .filter(|(_, m, _)| memory_type.is_none_or(|ty| m.memory_type == ty))
+            .map(|(_, m, _)| m.clone())
+            .collect();
+        found.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn delete(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut rows = self.rows.lock().expect("lock");
+        let before = rows.len();
+        rows.retain(|(t, m, _)| !(t == tenant && m.id == id && visibility.can_see(m)));
+        Ok(rows.len() < before)
+    }
+
+    async fn count_by_type(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+    ) -> Result<Counts, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        Ok(Counts::from_tallies(
+            rows.iter()
+                .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
+                .map(|(_, m, _)| (m.memory_type, 1)),
+        ))
+    }
+
+    async fn record_access(
+        &self,
+        tenant: &Tenant,
+        ids: &[String],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        let mut rows = self.rows.lock().expect("lock");
+        for (_, m, _) in rows
+            .iter_mut()
+            .filter(|(t, m, _)| t == tenant && ids.contains(&m.id))
+        {
+            m.access_count += 1;
+            m.last_accessed_at = Some(m.last_accessed_at.map_or(at, |seen| seen.max(at)));
+        }
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "in-memory (tests only)".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    super::super::suite::store_suite!(super::InMemoryStore::default());
+}

@@ -1,0 +1,159 @@
+//! Where memories live: one small trait spoken in memory operations, with backends behind
+//! Cargo features. Every backend applies the tenant to every operation and the request's
+//! visibility wherever BEHAVIOR.md says so; callers re-check both (fail closed).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::config::StoreConfig;
+use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+
+#[cfg(test)]
+pub mod in_memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+#[cfg(test)]
+pub mod suite;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed; the message says why, without user content or credentials.
+    #[error("{0}")]
+    Failed(String),
+    /// The vector's width does not match what this store holds.
+    #[error("{0}")]
+    Dimension(String),
+}
+
+/// The outcome of a write that first looks for a near-verbatim repeat.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Remembered {
+    Stored(Memory),
+    /// Nothing was written; this existing memory already says it.
+    AlreadyKnown(Memory),
+}
+
+/// How many memories a request can see, by type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// In canonical type order, types with no memories left out.
+    pub by_type: Vec<(MemoryType, u64)>,
+    pub total: u64,
+}
+
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Writes `memory` unless a memory visible to `dedup_scope` already says the same
+    /// thing (`dedup::find_duplicate` over the nearest `dedup::NEIGHBOURS`). Check and
+    /// write are atomic per tenant where the backend can make them so.
+    async fn remember(
+        &self,
+        tenant: &Tenant,
+        memory: NewMemory,
+        embedding: &[f32],
+        dedup_scope: &Visibility,
+    ) -> Result<Remembered, StoreError>;
+
+    /// Up to `k` visible memories nearest to `embedding` by cosine similarity, in no
+    /// promised order.
+    async fn nearest(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError>;
+
+    /// The newest `limit` visible memories, optionally of one type, newest first.
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        memory_type: Option<MemoryType>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError>;
+
+    /// Deletes one visible memory; false when there is none with that id.
+    async fn delete(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<bool, StoreError>;
+
+    async fn count_by_type(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+    ) -> Result<Counts, StoreError>;
+
+    /// One access for each id, at `at` (ms). The only update a stored memory ever gets.
+    async fn record_access(
+        &self,
+        tenant: &Tenant,
+        ids: &[String],
+        at: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Makes everything durable before the process exits.
+    async fn flush(&self) -> Result<(), StoreError>;
+
+    /// Where the memories are, for the startup line (never credentials).
+    fn describe(&self) -> String;
+}
+
+/// Opens the configured store; `dimension` is the embedder's, which stored vectors must match.
+pub fn open(config: &StoreConfig, dimension: usize) -> Result<Arc<dyn MemoryStore>, StoreError> {
+    match *config {
+        #[cfg(feature = "sqlite")]
+        StoreConfig::Sqlite { ref path } => {
+            Ok(Arc::new(sqlite::SqliteStore::open(path, dimension)?))
+        }
+    }
+}
+
+impl Counts {
+    /// Builds counts from per-type tallies in any order.
+    pub fn from_tallies(tallies: impl IntoIterator<Item = (MemoryType, u64)>) -> Counts {
+        let mut by_type: Vec<(MemoryType, u64)> = Vec::new();
+        for (t, n) in tallies {
+            match by_type.iter_mut().find(|(seen, _)| *seen == t) {
+                Some((_, total)) => *total += n,
+                None => by_type.push((t, n)),
+            }
+        }
+        by_type.retain(|(_, n)| *n > 0);
+        by_type.sort_by_key(|(t, _)| *t);
+        Counts {
+            total: by_type.iter().map(|(_, n)| n).sum(),
+            by_type,
+        }
+    }
+}
+
+/// Cosine similarity; 0 for mismatched widths or a zero vector.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+/// Keeps the `k` most similar hits.
+pub fn keep_nearest(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
+    hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
+    hits.truncate(k);
+    hits
+}

@@ -1,0 +1,374 @@
+//! The embedded store: one SQLite file, created if missing, in WAL mode. Visibility is in
+//! the SQL; nearest-neighbour search is an exact cosine scan over the tenant's visible
+//! rows, which is what a project's thousands of memories need (no approximate index can
+//! miss the neighbour dedup depends on). Content is write-once; only counters change.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_nearest};
+use crate::dedup;
+use crate::memory::{Conversation, Hit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS memories (
+  tenant_id        TEXT NOT NULL,
+  id               TEXT NOT NULL,
+  content          TEXT NOT NULL,
+  memory_type      TEXT NOT NULL CHECK (memory_type IN ('project','pattern','reference','conversation')),
+  category         TEXT,
+  tags             TEXT NOT NULL DEFAULT '[]',
+  created_at       INTEGER NOT NULL,
+  scope            TEXT NOT NULL DEFAULT 'project' CHECK (scope IN ('project','conversation')),
+  conversation     TEXT,
+  trust_base       REAL NOT NULL DEFAULT 1,
+  embedding        BLOB NOT NULL,
+  access_count     INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+  last_accessed_at INTEGER,
+  PRIMARY KEY (tenant_id, id),
+  CHECK (scope = 'project' OR conversation IS NOT NULL)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memories_recent_idx
+  ON memories (tenant_id, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS memories_type_recent_idx
+  ON memories (tenant_id, memory_type, created_at DESC, id DESC);
+";
+
+/// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
+const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
+const COLUMNS: &str = "id, content, memory_type, category, tags, created_at, scope, conversation, \
+                       trust_base, access_count, last_accessed_at";
+
+pub struct SqliteStore {
+    path: PathBuf,
+    // One connection: SQLite serialises writers anyway, and the lock makes dedup's
+    // check-then-insert atomic within the process (the write transaction covers other
+    // processes sharing the file).
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the file and its schema, and checks that stored vectors
+    /// have the width this deployment embeds with.
+    pub fn open(path: &Path, dimension: usize) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = Connection::open(path).map_err(|e| failed(&e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| failed(&e))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| failed(&e))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| failed(&e))?;
+        conn.execute_batch(SCHEMA).map_err(|e| failed(&e))?;
+        let stored_width: Option<usize> = conn
+            .query_row(
+                "SELECT length(embedding) / 4 FROM memories LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| failed(&e))?;
+        if let Some(width) = stored_width.filter(|w| *w != dimension) {
+            return Err(StoreError::Dimension(format!(
+                "{} holds {width}-dimensional embeddings but EMBEDDING_DIM is {dimension}; \
+                 use the model the memories were stored with, or start from a fresh file",
+                path.display()
+            )));
+        }
+        Ok(SqliteStore {
+            path: path.to_owned(),
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs blocking SQLite work off the async runtime.
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn
+                .lock()
+                .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))?;
+            work(&mut conn).map_err(|e| failed(&e))
+        })
+        .await
+        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
+    }
+}
+
+fn failed(e: &rusqlite::Error) -> StoreError {
+    StoreError::Failed(format!("SQLite: {e}"))
+}
+
+fn to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn from_blob(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
+    let tags: String = row.get(4)?;
+    let scope: String = row.get(6)?;
+    Ok(Memory {
+        id: row.get(0)?,
+        content: row.get(1)?,
+        memory_type: MemoryType::parse(&row.get::<_, String>(2)?).unwrap_or(MemoryType::Project),
+        category: row.get(3)?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        created_at: row.get(5)?,
+        scope: Scope::parse(&scope).unwrap_or(Scope::Project),
+        conversation: row
+            .get::<_, Option<String>>(7)?
+            .map(Conversation::new_unchecked),
+        trust_base: row.get(8)?,
+        access_count: row.get::<_, i64>(9)?.max(0) as u64,
+        last_accessed_at: row.get(10)?,
+    })
+}
+
+fn nearest_in(
+    conn: &Connection,
+    tenant: &str,
+    conversation: Option<&str>,
+    embedding: &[f32],
+    k: usize,
+) -> rusqlite::Result<Vec<Hit>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS}, embedding FROM memories WHERE tenant_id = ?1 AND {VISIBLE}"
+    ))?;
+    let hits = stmt
+        .query_map(params![tenant, conversation], |row| {
+            let stored: Vec<u8> = row.get(11)?;
+            Ok(Hit {
+                memory: memory_from_row(row)?,
+                similarity: cosine(embedding, &from_blob(&stored)),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(keep_nearest(hits, k))
+}
+
+fn conversation_of(v: &Visibility) -> Option<String> {
+    v.conversation.as_ref().map(|c| c.as_str().to_owned())
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    async fn remember(
+        &self,
+        tenant: &Tenant,
+        memory: NewMemory,
+        embedding: &[f32],
+        dedup_scope: &Visibility,
+    ) -> Result<Remembered, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(dedup_scope);
+        let embedding = embedding.to_vec();
+        self.with_conn(move |conn| {
+            // IMMEDIATE takes the write lock first, so another process cannot slip the
+            // same fact in between our check and our insert.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let neighbours =
+                nearest_in(&tx, &tenant, seen.as_deref(), &embedding, dedup::NEIGHBOURS)?;
+            if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+                return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+            }
+            tx.execute(
+                "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
+                 created_at, scope, conversation, trust_base, embedding) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
+                params![
+                    tenant,
+                    memory.id,
+                    memory.content,
+                    memory.memory_type.as_str(),
+                    memory.category,
+                    serde_json::to_string(&memory.tags).unwrap_or_else(|_| "[]".into()),
+                    memory.created_at,
+                    memory.scope.as_str(),
+                    memory.conversation.as_ref().map(|c| c.as_str()),
+                    to_blob(&embedding),
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Remembered::Stored(memory.into_memory()))
+        })
+        .await
+    }
+
+    async fn nearest(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
+        let embedding = embedding.to_vec();
+        self.with_conn(move |conn| nearest_in(conn, &tenant, seen.as_deref(), &embedding, k))
+            .await
+    }
+
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        memory_type: Option<MemoryType>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
+        let memory_type = memory_type.map(MemoryType::as_str);
+        self.with_conn(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM memories WHERE tenant_id = ?1 AND {VISIBLE} \
+                 AND (?3 IS NULL OR memory_type = ?3) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?4"
+            ))?;
+            stmt.query_map(
+                params![tenant, seen, memory_type, limit as i64],
+                memory_from_row,
+            )?
+            .collect()
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
+        let id = id.to_owned();
+        self.with_conn(move |conn| {
+            let deleted = conn.execute(
+                &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
+                params![tenant, seen, id],
+            )?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+
+    async fn count_by_type(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+    ) -> Result<Counts, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
+        let tallies = self
+            .with_conn(move |conn| {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT memory_type, count(*) FROM memories \
+                     WHERE tenant_id = ?1 AND {VISIBLE} GROUP BY memory_type"
+                ))?;
+                stmt.query_map(params![tenant, seen], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(Counts::from_tallies(tallies.into_iter().map(|(t, n)| {
+            (
+                MemoryType::parse(&t).unwrap_or(MemoryType::Project),
+                n.max(0) as u64,
+            )
+        })))
+    }
+
+    async fn record_access(
+        &self,
+        tenant: &Tenant,
+        ids: &[String],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let tenant = tenant.as_str().to_owned();
+        let ids = ids.to_vec();
+        self.with_conn(move |conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "UPDATE memories SET access_count = access_count + 1, \
+                     last_accessed_at = max(coalesce(last_accessed_at, ?3), ?3) \
+                     WHERE tenant_id = ?1 AND id = ?2",
+                )?;
+                for id in &ids {
+                    stmt.execute(params![tenant, id, at])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        // Fold the WAL back into the main file so a copied .db is complete on its own.
+        self.with_conn(|conn| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+            .await
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite at {}", self.path.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn fresh() -> super::SqliteStore {
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::SqliteStore::open(&dir.path().join("nested/memory.db"), 8).unwrap();
+        // The file stays open; the directory may go once the store is built.
+        std::mem::forget(dir);
+        store
+    }
+
+    super::super::suite::store_suite!(fresh());
+
+    #[test]
+    fn reopening_keeps_memories_and_refuses_another_width() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = super::SqliteStore::open(&path, 8).unwrap();
+            let m = note("kept", T0, Scope::Project, None);
+            store_one(&store, "acme", m, &direction(0, 0.0)).await;
+        });
+        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let listed = rt
+            .block_on(store.list(&tenant("acme"), &seen_from(None), None, 5))
+            .unwrap();
+        assert_eq!(listed[0].content, "kept");
+        let err = super::SqliteStore::open(&path, 16)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("8-dimensional") && err.contains("EMBEDDING_DIM is 16"),
+            "{err}"
+        );
+    }
+}

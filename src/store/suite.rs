@@ -1,0 +1,440 @@
+//! The behaviours every store must show, written once and run against each backend:
+//! `store_suite!(expr)` expands to one test per behaviour, each on a fresh store from `expr`.
+
+use crate::memory::{Conversation, MemoryType, NewMemory, Scope, Tenant, Visibility};
+
+pub fn tenant(name: &str) -> Tenant {
+    Tenant::new_unchecked(name.into())
+}
+
+pub fn seen_from(conversation: Option<&str>) -> Visibility {
+    Visibility {
+        conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+    }
+}
+
+pub fn note(content: &str, created_at: i64, scope: Scope, conversation: Option<&str>) -> NewMemory {
+    NewMemory {
+        id: crate::memory::new_id(created_at),
+        content: content.into(),
+        memory_type: MemoryType::Project,
+        category: None,
+        tags: vec![],
+        created_at,
+        scope,
+        conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+    }
+}
+
+/// A unit vector pointing mostly along axis `axis`, tilted by `tilt` towards the next.
+pub fn direction(axis: usize, tilt: f32) -> Vec<f32> {
+    let mut v = vec![0.0; 8];
+    v[axis % 8] = 1.0;
+    v[(axis + 1) % 8] = tilt;
+    v
+}
+
+macro_rules! store_suite {
+    ($make:expr) => {
+        use $crate::memory::{MemoryType, Scope};
+        use $crate::store::suite::{direction, note, seen_from, tenant};
+        use $crate::store::{MemoryStore, Remembered};
+
+        const T0: i64 = 1_780_000_000_000;
+
+        async fn store_one(
+            store: &dyn MemoryStore,
+            who: &str,
+            memory: $crate::memory::NewMemory,
+            embedding: &[f32],
+        ) -> $crate::memory::Memory {
+            let seen =
+                seen_from(memory.conversation.as_ref().map(|c| c.as_str())).for_dedup(memory.scope);
+            match store
+                .remember(&tenant(who), memory, embedding, &seen)
+                .await
+                .unwrap()
+            {
+                Remembered::Stored(m) => m,
+                other => panic!("expected a write, got {other:?}"),
+            }
+        }
+
+        #[tokio::test]
+        async fn a_stored_memory_comes_back_whole() {
+            let store = $make;
+            let mut m = note("  Use pnpm, not npm  ", T0, Scope::Project, Some("chat:1"));
+            m.memory_type = MemoryType::Pattern;
+            m.category = Some("convention".into());
+            m.tags = vec!["build".into(), "배포".into()];
+            let stored = store_one(&store, "acme", m.clone(), &direction(0, 0.0)).await;
+            assert_eq!(stored, m.clone().into_memory());
+            let hits = store
+                .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
+                .await
+                .unwrap();
+            assert_eq!(hits.len(), 1);
+            assert_eq!(hits[0].memory, m.into_memory());
+            assert!((hits[0].similarity - 1.0).abs() < 1e-6);
+        }
+
+        #[tokio::test]
+        async fn nearest_finds_the_closest_k() {
+            let store = $make;
+            for (i, tilt) in [0.9f32, 0.1, 2.0, 0.5].into_iter().enumerate() {
+                let m = note(&format!("fact {i}"), T0 + i as i64, Scope::Project, None);
+                store_one(&store, "acme", m, &direction(0, tilt)).await;
+            }
+            let mut hits = store
+                .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 2)
+                .await
+                .unwrap();
+            hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
+            let found: Vec<_> = hits.iter().map(|h| h.memory.content.as_str()).collect();
+            assert_eq!(found, ["fact 1", "fact 3"]);
+            let expected = 1.0 / (1.0f64 + 0.25).sqrt();
+            assert!((hits[1].similarity - expected).abs() < 1e-6);
+        }
+
+        #[tokio::test]
+        async fn tenants_never_see_each_other() {
+            let store = $make;
+            let theirs = store_one(
+                &store,
+                "acme",
+                note("acme secret", T0, Scope::Project, None),
+                &direction(1, 0.0),
+            )
+            .await;
+            let other = tenant("globex");
+            let all = seen_from(None);
+            assert!(
+                store
+                    .nearest(&other, &all, &direction(1, 0.0), 10)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            assert!(store.list(&other, &all, None, 50).await.unwrap().is_empty());
+            assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
+            assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
+            store
+                .record_access(&other, &[theirs.id.clone()], T0 + 5)
+                .await
+                .unwrap();
+            let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
+            assert_eq!(still, vec![theirs]);
+        }
+
+        #[tokio::test]
+        async fn conversation_notes_stay_in_their_conversation() {
+            let store = $make;
+            let acme = tenant("acme");
+            let private = store_one(
+                &store,
+                "acme",
+                note("thread note", T0, Scope::Conversation, Some("chat:1")),
+                &direction(2, 0.0),
+            )
+            .await;
+            store_one(
+                &store,
+                "acme",
+                note("project fact", T0 + 1, Scope::Project, Some("chat:1")),
+                &direction(3, 0.0),
+            )
+            .await;
+            for outsider in [seen_from(None), seen_from(Some("chat:2"))] {
+                let hits = store
+                    .nearest(&acme, &outsider, &direction(2, 0.0), 10)
+                    .await
+                    .unwrap();
+                assert!(hits.iter().all(|h| h.memory.id != private.id));
+                let listed = store.list(&acme, &outsider, None, 50).await.unwrap();
+                assert_eq!(listed.len(), 1);
+                assert_eq!(listed[0].content, "project fact");
+                assert_eq!(
+                    store.count_by_type(&acme, &outsider).await.unwrap().total,
+                    1
+                );
+                assert!(!store.delete(&acme, &outsider, &private.id).await.unwrap());
+            }
+            let insider = seen_from(Some("chat:1"));
+            assert_eq!(
+                store.list(&acme, &insider, None, 50).await.unwrap().len(),
+                2
+            );
+            assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 2);
+            assert!(store.delete(&acme, &insider, &private.id).await.unwrap());
+            assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 1);
+        }
+
+        #[tokio::test]
+        async fn a_near_verbatim_repeat_is_already_known() {
+            let store = $make;
+            let text = "deploys go out blue green on friday";
+            let first = store_one(
+                &store,
+                "acme",
+                note(text, T0, Scope::Project, None),
+                &direction(4, 0.0),
+            )
+            .await;
+            let again = note(text, T0 + 1, Scope::Project, None);
+            let outcome = store
+                .remember(
+                    &tenant("acme"),
+                    again,
+                    &direction(4, 0.01),
+                    &seen_from(None),
+                )
+                .await
+                .unwrap();
+            assert_eq!(outcome, Remembered::AlreadyKnown(first));
+            // Close in meaning but in other words: a new memory.
+            let paraphrase = note(
+                "releases ship with a blue/green switch weekly",
+                T0 + 2,
+                Scope::Project,
+                None,
+            );
+            let outcome = store
+                .remember(
+                    &tenant("acme"),
+                    paraphrase,
+                    &direction(4, 0.01),
+                    &seen_from(None),
+                )
+                .await
+                .unwrap();
+            assert!(matches!(outcome, Remembered::Stored(_)));
+            // The same text in another tenant is that tenant's first.
+            let elsewhere = note(text, T0 + 3, Scope::Project, None);
+            let outcome = store
+                .remember(
+                    &tenant("globex"),
+                    elsewhere,
+                    &direction(4, 0.0),
+                    &seen_from(None),
+                )
+                .await
+                .unwrap();
+            assert!(matches!(outcome, Remembered::Stored(_)));
+            assert_eq!(
+                store
+                    .count_by_type(&tenant("acme"), &seen_from(None))
+                    .await
+                    .unwrap()
+                    .total,
+                2
+            );
+        }
+
+        #[tokio::test]
+        async fn dedup_respects_scope_and_conversation() {
+            let store = $make;
+            let acme = tenant("acme");
+            let text = "the staging database is reset nightly";
+            let v = direction(5, 0.0);
+            let in_c1 = store_one(
+                &store,
+                "acme",
+                note(text, T0, Scope::Conversation, Some("c1")),
+                &v,
+            )
+            .await;
+            // The same note from another thread is stored anew.
+            store_one(
+                &store,
+                "acme",
+                note(text, T0 + 1, Scope::Conversation, Some("c2")),
+                &v,
+            )
+            .await;
+            // The same note in the same thread merges.
+            let repeat = note(text, T0 + 2, Scope::Conversation, Some("c1"));
+            let seen = seen_from(Some("c1"));
+            assert_eq!(
+                store
+                    .remember(&acme, repeat, &v, &seen.for_dedup(Scope::Conversation))
+                    .await
+                    .unwrap(),
+                Remembered::AlreadyKnown(in_c1)
+            );
+            // A project write is never swallowed by a thread's private note (DESIGN Q11).
+            let project = store_one(
+                &store,
+                "acme",
+                note(text, T0 + 3, Scope::Project, Some("c1")),
+                &v,
+            )
+            .await;
+            // ... and once the project knows it, no thread needs its own copy.
+            let thread_copy = note(text, T0 + 4, Scope::Conversation, Some("c3"));
+            let seen3 = seen_from(Some("c3"));
+            assert_eq!(
+                store
+                    .remember(
+                        &acme,
+                        thread_copy,
+                        &v,
+                        &seen3.for_dedup(Scope::Conversation)
+                    )
+                    .await
+                    .unwrap(),
+                Remembered::AlreadyKnown(project)
+            );
+        }
+
+        #[tokio::test]
+        async fn listing_is_newest_first_filtered_and_filled_past_hidden_notes() {
+            let store = $make;
+            let acme = tenant("acme");
+            let mut old_pattern = note("old pattern", T0, Scope::Project, None);
+            old_pattern.memory_type = MemoryType::Pattern;
+            store_one(&store, "acme", old_pattern, &direction(6, 0.0)).await;
+            for i in 0..12 {
+                store_one(
+                    &store,
+                    "acme",
+                    note(&format!("project {i}"), T0 + 10 + i, Scope::Project, None),
+                    &direction(i as usize, 0.3),
+                )
+                .await;
+            }
+            for i in 0..25 {
+                store_one(
+                    &store,
+                    "acme",
+                    note(
+                        &format!("foreign {i}"),
+                        T0 + 100 + i,
+                        Scope::Conversation,
+                        Some("other"),
+                    ),
+                    &direction(i as usize, 0.7),
+                )
+                .await;
+            }
+            let listed = store
+                .list(&acme, &seen_from(Some("third")), None, 10)
+                .await
+                .unwrap();
+            let names: Vec<_> = listed.iter().map(|m| m.content.as_str()).collect();
+            let want: Vec<String> = (2..12).rev().map(|i| format!("project {i}")).collect();
+            assert_eq!(names, want);
+            let patterns = store
+                .list(&acme, &seen_from(None), Some(MemoryType::Pattern), 20)
+                .await
+                .unwrap();
+            assert_eq!(patterns.len(), 1);
+            assert_eq!(patterns[0].content, "old pattern");
+            assert!(
+                store
+                    .list(&acme, &seen_from(None), Some(MemoryType::Reference), 20)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+
+        #[tokio::test]
+        async fn counts_are_by_type_in_canonical_order() {
+            let store = $make;
+            let acme = tenant("acme");
+            for (i, ty) in [
+                MemoryType::Conversation,
+                MemoryType::Project,
+                MemoryType::Pattern,
+                MemoryType::Project,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut m = note(&format!("n{i}"), T0 + i as i64, Scope::Project, None);
+                m.memory_type = ty;
+                store_one(&store, "acme", m, &direction(i, 0.0)).await;
+            }
+            let counts = store.count_by_type(&acme, &seen_from(None)).await.unwrap();
+            assert_eq!(counts.total, 4);
+            assert_eq!(
+                counts.by_type,
+                vec![
+                    (MemoryType::Project, 2),
+                    (MemoryType::Pattern, 1),
+                    (MemoryType::Conversation, 1)
+                ]
+            );
+        }
+
+        #[tokio::test]
+        async fn accesses_are_counted_and_keep_the_latest_time() {
+            let store = $make;
+            let acme = tenant("acme");
+            let a = store_one(
+                &store,
+                "acme",
+                note("a", T0, Scope::Project, None),
+                &direction(0, 0.0),
+            )
+            .await;
+            let b = store_one(
+                &store,
+                "acme",
+                note("b", T0 + 1, Scope::Project, None),
+                &direction(1, 0.0),
+            )
+            .await;
+            store
+                .record_access(&acme, &[a.id.clone(), b.id.clone()], T0 + 100)
+                .await
+                .unwrap();
+            store
+                .record_access(&acme, &[a.id.clone()], T0 + 50)
+                .await
+                .unwrap();
+            store.record_access(&acme, &[], T0 + 500).await.unwrap();
+            let listed = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+            let a_now = listed.iter().find(|m| m.id == a.id).unwrap();
+            let b_now = listed.iter().find(|m| m.id == b.id).unwrap();
+            assert_eq!(
+                (a_now.access_count, a_now.last_accessed_at),
+                (2, Some(T0 + 100))
+            );
+            assert_eq!(
+                (b_now.access_count, b_now.last_accessed_at),
+                (1, Some(T0 + 100))
+            );
+            assert_eq!(a_now.content, "a");
+        }
+
+        #[tokio::test]
+        async fn delete_removes_exactly_one_memory() {
+            let store = $make;
+            let acme = tenant("acme");
+            let a = store_one(
+                &store,
+                "acme",
+                note("a", T0, Scope::Project, None),
+                &direction(0, 0.0),
+            )
+            .await;
+            store_one(
+                &store,
+                "acme",
+                note("b", T0 + 1, Scope::Project, None),
+                &direction(1, 0.0),
+            )
+            .await;
+            assert!(store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
+            assert!(!store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
+            let left = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+            assert_eq!(
+                left.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+                ["b"]
+            );
+            store.flush().await.unwrap();
+        }
+    };
+}
+pub(crate) use store_suite;

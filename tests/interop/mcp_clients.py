@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Drive a running mcp-memory server with the real Python MCP client (PyPI `mcp==2.3.0`).
+
+Usage: python mcp_clients.py URL MODE      (MODE: legacy | auto)
+
+Each MODE uses its own tenant (`interop-<mode>`), so both modes can run against one
+database, one after the other. The client is used exactly as in MCP.md §7.1; the texts
+asserted are the user-visible ones fixed by BEHAVIOR.md §3 (labels and fragments the
+spec says tests may rely on). Prints one line per passed check; on the first failed
+check prints what was expected and what came back, and exits 1.
+"""
+
+import asyncio
+import re
+import sys
+import traceback
+from contextlib import asynccontextmanager
+
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+EXPECTED_TOOLS = ["recall", "remember", "list_memories", "forget", "memory_stats"]
+EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+FACT = "The deploy pipeline uses blue-green releases on EKS"
+# A note for one conversation only; unrelated to FACT so dedup cannot merge them.
+NOTE = "In this chat we call the staging cluster blue lagoon until renamed"
+# Stored memory ids are ULIDs (Crockford base32, 26 characters).
+ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class Checks:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.passed = 0
+
+    def ok(self, name: str, cond: bool, got: object = None) -> None:
+        if not cond:
+            raise CheckFailed(f"{name}\n  got: {got!r}")
+        self.passed += 1
+        print(f"ok   [{self.mode}] {name}", flush=True)
+
+
+def text_of(res) -> str:
+    return "\n".join(c.text for c in res.content if getattr(c, "type", None) == "text")
+
+
+@asynccontextmanager
+async def connect(url: str, mode: str, headers: dict[str, str]):
+    # trust_env=False: the server is on loopback; an inherited HTTP(S)_PROXY must not
+    # capture the traffic.
+    async with httpx2.AsyncClient(headers=headers, trust_env=False,
+                                  timeout=httpx2.Timeout(30, read=60)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            yield client
+
+
+async def call(c: Checks, client, tool: str, args: dict, *, error: bool = False) -> str:
+    """Call a tool, check the result shape (BEHAVIOR.md §9.4: one text block) and
+    whether it is an error as expected; return the text."""
+    res = await client.call_tool(tool, args)
+    text = text_of(res)
+    c.ok(f"{tool} {args} -> is_error={error}, one text block",
+         res.is_error is error and len(res.content) == 1 and text != "",
+         {"is_error": res.is_error, "content": res.content})
+    return text
+
+
+async def handshake(c: Checks, client, mode: str, what: str) -> None:
+    c.ok(f"{what}: negotiated protocol {EXPECTED_VERSION[mode]}",
+         client.protocol_version == EXPECTED_VERSION[mode], client.protocol_version)
+    if mode == "legacy" or client.server_info is not None:
+        # serverInfo is required by initialize; under 2026-07-28 it is a SHOULD in _meta.
+        name = client.server_info.name if client.server_info else None
+        c.ok(f"{what}: server identifies as mcp-memory", name == "mcp-memory", client.server_info)
+    names = [t.name for t in (await client.list_tools()).tools]
+    c.ok(f"{what}: tools/list is exactly {EXPECTED_TOOLS}", names == EXPECTED_TOOLS, names)
+
+
+async def run(url: str, mode: str, c: Checks) -> None:
+    tenant = f"interop-{mode}"
+
+    # --- A: a plain project client (tenant, no conversation) -----------------------------
+    async with connect(url, mode, {"X-Memory-Tenant": tenant}) as a:
+        await handshake(c, a, mode, "tenant client")
+
+        t = await call(c, a, "remember", {"content": FACT, "tags": ["deploy"]})
+        m = re.match(rf"\[MEMORY\] Stored as ({ULID})\.", t)
+        c.ok("remember: text starts '[MEMORY] Stored as <ulid>.'", m is not None, t)
+        mem_id = m.group(1)
+        c.ok("remember: renders the memory with [id:<id>], content and tags",
+             f"[id:{mem_id}]" in t and FACT in t and "tags: deploy" in t, t)
+
+        t = await call(c, a, "remember", {"content": FACT, "tags": ["deploy"]})
+        c.ok("remember again: 'Already known', showing the existing memory",
+             "Already known" in t and f"[id:{mem_id}]" in t, t)
+
+        t = await call(c, a, "recall", {"query": "deploy pipeline blue-green releases"})
+        c.ok("recall: '1 memory matched', the content and its standing",
+             "1 memory matched" in t and FACT in t and "100% of the top result" in t, t)
+
+        t = await call(c, a, "recall", {"query": "zebra migration patterns in antarctica"})
+        c.ok("recall unrelated: NO MATCH FOUND / NO CONFIDENT MATCH",
+             "NO MATCH FOUND" in t or "NO CONFIDENT MATCH" in t, t)
+
+        t = await call(c, a, "list_memories", {})
+        c.ok("list_memories: '1 memory, newest first'",
+             "1 memory, newest first" in t and FACT in t, t)
+
+        t = await call(c, a, "memory_stats", {})
+        c.ok("memory_stats: '1 memory for this project (project: 1)'",
+             "1 memory for this project (project: 1)" in t, t)
+
+        t = await call(c, a, "recall", {"query": 42}, error=True)
+        c.ok("recall with query 42: 'Input validation error' naming the tool",
+             "Input validation error" in t and "recall" in t, t)
+
+        t = await call(c, a, "remember", {"content": NOTE, "scope": "conversation"}, error=True)
+        c.ok("remember scope=conversation without a conversation names X-Conversation-Id",
+             "X-Conversation-Id" in t, t)
+
+        # --- B: same tenant, inside a conversation --------------------------------------
+        headers_b = {"X-Memory-Tenant": tenant, "X-Conversation-Id": "chat:interop"}
+        async with connect(url, mode, headers_b) as b:
+            await handshake(c, b, mode, "conversation client")
+
+            t = await call(c, b, "remember", {"content": NOTE, "scope": "conversation"})
+            m = re.match(rf"\[MEMORY\] Stored as ({ULID})\.", t)
+            c.ok("conversation remember: stored, marked 'this conversation only'",
+                 m is not None and "this conversation only" in t, t)
+            note_id = m.group(1)
+
+            t = await call(c, b, "recall", {"query": "staging cluster blue lagoon"})
+            c.ok("conversation recall: finds its own note, marked 'this conversation only'",
+                 NOTE in t and "this conversation only" in t, t)
+
+            t = await call(c, b, "list_memories", {})
+            c.ok("conversation list_memories: project memory + own note",
+                 "2 memories, newest first" in t and FACT in t and NOTE in t, t)
+
+            t = await call(c, b, "memory_stats", {})
+            c.ok("conversation memory_stats: '2 memories for this project (project: 2)'",
+                 "2 memories for this project (project: 2)" in t, t)
+
+            # The project client must not see the conversation's note.
+            t = await call(c, a, "list_memories", {})
+            c.ok("project list_memories: still '1 memory', no conversation note",
+                 "1 memory, newest first" in t and NOTE not in t, t)
+
+            t = await call(c, a, "memory_stats", {})
+            c.ok("project memory_stats: still '1 memory for this project (project: 1)'",
+                 "1 memory for this project (project: 1)" in t, t)
+
+            # DESIGN.md §5 Q13: forget applies visibility.
+            t = await call(c, a, "forget", {"id": note_id})
+            c.ok("project forget of a conversation note: 'No memory with id'",
+                 "No memory with id" in t, t)
+
+            t = await call(c, b, "forget", {"id": note_id})
+            c.ok("conversation forget of its own note: '[MEMORY] Deleted <id>.'",
+                 t == f"[MEMORY] Deleted {note_id}.", t)
+
+        t = await call(c, a, "forget", {"id": mem_id})
+        c.ok("forget: '[MEMORY] Deleted <id>.'", t == f"[MEMORY] Deleted {mem_id}.", t)
+
+        t = await call(c, a, "forget", {"id": mem_id})
+        c.ok("forget again: 'No memory with id'", "No memory with id" in t, t)
+
+    # --- C: no tenant header at all -------------------------------------------------------
+    async with connect(url, mode, {}) as anon:
+        # BEHAVIOR.md §2/§9.3: the handshake and the listing need no tenant.
+        await handshake(c, anon, mode, "client without tenant")
+        t = await call(c, anon, "recall", {"query": "anything"}, error=True)
+        c.ok("recall without tenant: 'x-memory-tenant header is required'",
+             "x-memory-tenant header is required" in t, t)
+
+
+def leaves(exc: BaseException):
+    """anyio wraps failures in ExceptionGroups; report the underlying errors."""
+    if isinstance(exc, BaseExceptionGroup):
+        for e in exc.exceptions:
+            yield from leaves(e)
+    else:
+        yield exc
+
+
+def main() -> int:
+    if len(sys.argv) != 3 or sys.argv[2] not in EXPECTED_VERSION:
+        print(__doc__, file=sys.stderr)
+        return 2
+    url, mode = sys.argv[1], sys.argv[2]
+    c = Checks(mode)
+    try:
+        asyncio.run(run(url, mode, c))
+    except BaseException as exc:  # noqa: BLE001 - everything becomes one clear failure
+        for e in leaves(exc):
+            if isinstance(e, CheckFailed):
+                print(f"FAIL [{mode}] {e}", file=sys.stderr)
+            elif isinstance(e, MCPError):
+                print(f"FAIL [{mode}] JSON-RPC error {e.code}: {e.message} (data={e.data!r})",
+                      file=sys.stderr)
+            else:
+                print(f"FAIL [{mode}] unexpected {type(e).__name__}: {e}", file=sys.stderr)
+                traceback.print_exception(e, file=sys.stderr)
+        print(f"python-mcp {mode}: {c.passed} checks passed before the failure", file=sys.stderr)
+        return 1
+    print(f"python-mcp {mode}: all {c.passed} checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

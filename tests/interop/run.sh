@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Interop tests: real MCP clients and the official conformance suite against the built
+# mcp-memory binary (DESIGN.md §6 "Interop"; MCP.md §7.1 and §8).
+#
+#   bash tests/interop/run.sh path/to/mcp-memory
+#
+# Installs what it needs on first use (cached: .venv-interop/ and .tools/ in the repo),
+# starts a fake OpenAI-compatible embedder and the server on free loopback ports with a
+# throw-away SQLite database, runs every check group even after a failure, and ends with
+# `interop: N passed, M failed` (exit 1 if M > 0). INTEROP_KEEP=1 keeps the temp dir.
+set -euo pipefail
+
+BIN="${1:?usage: run.sh path/to/mcp-memory}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+VENV="$REPO/.venv-interop"
+MCP_VERSION="2.3.0"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+[[ -x "$BIN" ]] || { echo "not an executable: $BIN" >&2; exit 1; }
+
+# --- tools (idempotent) ----------------------------------------------------------------
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_VERSION')" 2>/dev/null; then
+  echo "installing mcp==$MCP_VERSION into $VENV"
+  # Debian's own python3 ships venv's ensurepip separately (python3-venv).
+  python3 -m venv "$VENV" 2>/dev/null || {
+    rm -rf "$VENV"
+    apt-get update -q >/dev/null && apt-get install -y -q python3-venv >/dev/null
+    python3 -m venv "$VENV"
+  }
+  "$VENV/bin/pip" install -q --disable-pip-version-check "mcp==$MCP_VERSION"
+fi
+bash "$HERE/conformance.sh" --install
+
+# --- services --------------------------------------------------------------------------
+TMP="$(mktemp -d -t mcp-interop.XXXXXX)"
+EMBED_PID=""
+SERVER_PID=""
+
+stop() { # stop PID: TERM, give it the server's 10 s drain deadline plus slack, then KILL
+  local pid="$1" i
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+  stop "$SERVER_PID"
+  stop "$EMBED_PID"
+  if [[ "${INTEROP_KEEP:-}" == 1 ]]; then echo "interop: kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+show_logs() {
+  local f
+  for f in "$TMP/server.out" "$TMP/server.err" "$TMP/embed.err"; do
+    echo "---- $f (last 80 lines) ----"
+    tail -n 80 "$f" 2>/dev/null || true
+  done
+  echo "----"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Fake embedder of BEHAVIOR.md §15.1; it prints its port once it is listening.
+python3 "$HERE/fake_embeddings.py" --port 0 >"$TMP/embed.out" 2>"$TMP/embed.err" &
+EMBED_PID=$!
+for _ in $(seq 1 100); do [[ -s "$TMP/embed.out" ]] && break; sleep 0.1; done
+EMBED_PORT="$(head -n 1 "$TMP/embed.out")"
+[[ "$EMBED_PORT" =~ ^[0-9]+$ ]] || { echo "fake embedder did not start" >&2; show_logs; exit 1; }
+
+PORT="$(free_port)"
+URL="http://127.0.0.1:$PORT/mcp"
+# MCP_API_KEY / KNOWLEDGE_BASE_ID from the caller's environment would change what the
+# clients see (401s, a sixth tool), so they are removed. The Origin allowlist holds the
+# server's own loopback origins: the DNS-rebinding scenario needs them accepted (MCP.md §3).
+env -u MCP_API_KEY -u KNOWLEDGE_BASE_ID \
+  PORT="$PORT" \
+  DATABASE_URL="sqlite:$TMP/memory.db" \
+  EMBEDDING_PROVIDER=openai \
+  EMBEDDING_BASE_URL="http://127.0.0.1:$EMBED_PORT/v1" \
+  EMBEDDING_API_KEY=test \
+  EMBEDDING_MODEL=fake-64 \
+  EMBEDDING_DIM=64 \
+  RECALL_MIN_SIMILARITY=0.3 \
+  MCP_ALLOWED_ORIGINS="http://127.0.0.1:$PORT,http://localhost:$PORT" \
+  "$BIN" >"$TMP/server.out" 2>"$TMP/server.err" &
+SERVER_PID=$!
+
+# --- check groups ----------------------------------------------------------------------
+passed=0
+failed=0
+check() { # check NAME COMMAND...: one group; failures are counted, not fatal
+  local name="$1"
+  shift
+  echo "== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "!! $name FAILED"
+  fi
+}
+
+http_status() { # GET URL, print the HTTP status or "down" (python3: curl may be absent)
+  python3 - "$1" <<'PY'
+import sys, urllib.error, urllib.request
+# No proxy handler: loopback traffic must never go through an inherited HTTP(S)_PROXY.
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+try:
+    print(opener.open(sys.argv[1], timeout=2).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except OSError:
+    print("down")
+PY
+}
+
+server_started() {
+  local i code
+  for i in $(seq 1 60); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      echo "server exited during startup"
+      return 1
+    fi
+    code="$(http_status "http://127.0.0.1:$PORT/health")"
+    [[ "$code" == 200 ]] && break
+    sleep 0.5
+  done
+  [[ "$code" == 200 ]] || { echo "GET /health did not answer 200 within 30 s (last: $code)"; return 1; }
+  grep -q "listening on :$PORT (POST /mcp)" "$TMP/server.out" ||
+    { echo "no 'listening on :$PORT (POST /mcp)' line on stdout"; return 1; }
+  echo "server up on :$PORT"
+}
+
+check "server start" server_started
+if ((failed > 0)); then
+  show_logs
+  echo "interop: $passed passed, $failed failed"
+  exit 1
+fi
+
+# Each mode uses its own tenant, so both run against the same database. `timeout`
+# bounds a hung server; a healthy run takes a few seconds.
+for mode in legacy auto; do
+  check "python mcp client, $mode" timeout 300 "$VENV/bin/python" "$HERE/mcp_clients.py" "$URL" "$mode"
+done
+for run in $(bash "$HERE/conformance.sh" --list); do
+  check "conformance $run" bash "$HERE/conformance.sh" "$URL" "$TMP/conformance" "$run"
+done
+
+if ((failed > 0)); then
+  kill -0 "$SERVER_PID" 2>/dev/null || echo "note: the server process is no longer running"
+  show_logs
+fi
+echo "interop: $passed passed, $failed failed"
+((failed == 0))
