@@ -1,0 +1,467 @@
+//! The HTTP edge and both MCP eras, through the real router (MCP.md, BEHAVIOR.md §9).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::TestServer;
+
+const MODERN: &str = "2026-07-28";
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+           "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+fn modern(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+async fn raw(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", s.url))
+        .body(body.to_owned());
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+#[tokio::test]
+async fn health_answers_any_method_and_query_without_auth() {
+    let s = TestServer::start_with(&[("MCP_API_KEY", "s3cret")]).await;
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::POST,
+        reqwest::Method::HEAD,
+    ] {
+        let (status, headers, body) = raw(
+            &s,
+            method.clone(),
+            "/health?probe=1",
+            &[("origin", "http://evil.example")],
+            "",
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(headers["content-type"], "application/json");
+        if method != reqwest::Method::HEAD {
+            assert_eq!(
+                serde_json::from_str::<Value>(&body).unwrap(),
+                json!({"status": "ok"})
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn other_paths_are_404() {
+    let s = TestServer::start().await;
+    for path in ["/", "/mcp/", "/mcp-extra", "/metrics/x"] {
+        let (status, _, body) = raw(&s, reqwest::Method::POST, path, &[JSON], "{}").await;
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            json!({"error": "not found"})
+        );
+    }
+}
+
+#[tokio::test]
+async fn origins_are_refused_unless_listed() {
+    let s = TestServer::start_with(&[(
+        "MCP_ALLOWED_ORIGINS",
+        "http://127.0.0.1:9, http://localhost:9",
+    )])
+    .await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    for origin in ["http://evil.example", "null", "http://127.0.0.1:10"] {
+        let (status, _, body) = raw(
+            &s,
+            reqwest::Method::POST,
+            "/mcp",
+            &[JSON, ("origin", origin)],
+            &ping,
+        )
+        .await;
+        assert_eq!(status, 403, "{origin}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            body.get("id").is_none() && body["error"]["code"] != json!(-32002),
+            "{body}"
+        );
+    }
+    let (status, _, _) = raw(
+        &s,
+        reqwest::Method::POST,
+        "/mcp",
+        &[JSON, ("origin", "http://localhost:9")],
+        &ping,
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn bearer_auth_comes_before_any_mcp_work() {
+    let s = TestServer::start_with(&[("MCP_API_KEY", "s3cret")]).await;
+    let discover = modern(1, "server/discover", json!({})).to_string();
+    let headers = [
+        JSON,
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "server/discover"),
+    ];
+    // (A trailing space never reaches the server: HTTP strips it from header values. The
+    // unit tests of the check cover it.)
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer  s3cretx"),
+        Some("Basic s3cret"),
+    ] {
+        let mut h = headers.to_vec();
+        if let Some(a) = auth {
+            h.push(("authorization", a));
+        }
+        let (status, resp_headers, body) =
+            raw(&s, reqwest::Method::POST, "/mcp", &h, &discover).await;
+        assert_eq!(status, 401, "{auth:?}");
+        assert_eq!(resp_headers["www-authenticate"], "Bearer realm=\"mcp\"");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["message"], "missing or invalid bearer token");
+        assert!(body.get("id").is_none());
+    }
+    let mut h = headers.to_vec();
+    h.push(("authorization", "bearer s3cret"));
+    let (status, _, _) = raw(&s, reqwest::Method::POST, "/mcp", &h, &discover).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn transport_refusals() {
+    let s = TestServer::start().await;
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let (status, headers, _) =
+            raw(&s, method, "/mcp", &[("accept", "text/event-stream")], "").await;
+        assert_eq!(status, 405);
+        assert_eq!(headers["allow"], "POST");
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let (status, _, _) = raw(
+        &s,
+        reqwest::Method::POST,
+        "/mcp",
+        &[("content-type", "text/plain")],
+        &ping,
+    )
+    .await;
+    assert_eq!(status, 415);
+    let (status, _, _) = raw(
+        &s,
+        reqwest::Method::POST,
+        "/mcp",
+        &[JSON, ("accept", "text/html")],
+        &ping,
+    )
+    .await;
+    assert_eq!(status, 406);
+    let (status, _, _) = raw(
+        &s,
+        reqwest::Method::POST,
+        "/mcp",
+        &[
+            ("content-type", "application/json; charset=utf-8"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        &ping,
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let (status, _, body) = raw(&s, reqwest::Method::POST, "/mcp", &[JSON], "{not json").await;
+    assert_eq!(status, 400);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], -32700);
+    assert!(body.get("id").is_none());
+    let (status, _, body) = raw(
+        &s,
+        reqwest::Method::POST,
+        "/mcp",
+        &[JSON],
+        &format!("[{ping}]"),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"]["code"],
+        -32600
+    );
+}
+
+#[tokio::test]
+async fn the_body_limit_is_413() {
+    let s = TestServer::start_with(&[("MCP_BODY_LIMIT_BYTES", "2048")]).await;
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "remember", "arguments": {"content": "x".repeat(4096)}}});
+    let (status, _) = s.post(&big, &[("x-tenant-id", "acme")]).await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        s.ok(&[("x-tenant-id", "acme")], "memory_stats", json!({}))
+            .await,
+        "[MEMORY] This project has no memories yet."
+    );
+}
+
+#[tokio::test]
+async fn legacy_era_handshake_and_methods_need_no_tenant() {
+    let s = TestServer::start().await;
+    let (status, reply) = s.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}), &[]).await;
+    assert_eq!(status, 200);
+    let result = &reply["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        result["serverInfo"],
+        json!({"name": "mcp-memory", "version": env!("CARGO_PKG_VERSION")})
+    );
+    assert_eq!(result["capabilities"]["tools"]["listChanged"], false);
+    let (_, reply) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "id": "a", "method": "initialize",
+        "params": {"protocolVersion": "1999-01-01", "capabilities": {}}}),
+            &[],
+        )
+        .await;
+    assert_eq!(reply["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(reply["id"], "a");
+
+    let (status, _) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 202);
+    let v = [("mcp-protocol-version", "2025-11-25")];
+    let (_, reply) = s
+        .post(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}), &v)
+        .await;
+    assert_eq!(reply["result"], json!({}));
+    let (_, reply) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+            &v,
+        )
+        .await;
+    let names: Vec<&str> = reply["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "recall",
+            "remember",
+            "list_memories",
+            "forget",
+            "memory_stats"
+        ]
+    );
+    let (status, reply) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "resources/list"}),
+            &v,
+        )
+        .await;
+    assert_eq!(
+        (status, reply["error"]["code"].clone(), reply["id"].clone()),
+        (200, json!(-32601), json!(4))
+    );
+    let (status, _) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+            &[("mcp-protocol-version", "banana")],
+        )
+        .await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn modern_era_discover_list_and_call() {
+    let s = TestServer::start().await;
+    let headers =
+        |method: &'static str| vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+    let (status, reply) = s
+        .post(
+            &modern(1, "server/discover", json!({})),
+            &headers("server/discover"),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let r = &reply["result"];
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["supportedVersions"], json!([MODERN]));
+    assert_eq!(r["cacheScope"], "public");
+    assert!(r["ttlMs"].is_u64());
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-memory"
+    );
+
+    let (_, reply) = s
+        .post(&modern(2, "tools/list", json!({})), &headers("tools/list"))
+        .await;
+    assert_eq!(reply["result"]["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(reply["result"]["resultType"], "complete");
+
+    let mut h = headers("tools/call");
+    h.push(("mcp-name", "memory_stats"));
+    h.push(("x-tenant-id", "acme"));
+    let (_, reply) = s
+        .post(
+            &modern(
+                3,
+                "tools/call",
+                json!({"name": "memory_stats", "arguments": {}}),
+            ),
+            &h,
+        )
+        .await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"],
+        "[MEMORY] This project has no memories yet."
+    );
+    assert_eq!(reply["result"]["isError"], false);
+    assert_eq!(reply["result"]["resultType"], "complete");
+    // A missing argument is a tool error, not a JSON-RPC error.
+    let mut h = headers("tools/call");
+    h.push(("mcp-name", "  recall  "));
+    let (_, reply) = s
+        .post(
+            &modern(4, "tools/call", json!({"name": "recall", "arguments": {}})),
+            &h,
+        )
+        .await;
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+}
+
+#[tokio::test]
+async fn modern_era_header_rules_in_order() {
+    let s = TestServer::start().await;
+    let code = |reply: &Value| reply["error"]["code"].as_i64().unwrap();
+    let discover = modern(1, "server/discover", json!({}));
+
+    // Body version unsupported, header matching the supported one: mismatch comes first.
+    let mut v999 = discover.clone();
+    v999["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let (status, reply) = s
+        .post(
+            &v999,
+            &[
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "server/discover"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+    let (status, reply) = s
+        .post(
+            &v999,
+            &[
+                ("mcp-protocol-version", "v999.0.0"),
+                ("mcp-method", "server/discover"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32022));
+    assert_eq!(
+        reply["error"]["data"],
+        json!({"supported": [MODERN], "requested": "v999.0.0"})
+    );
+
+    let (status, reply) = s
+        .post(&discover, &[("mcp-method", "server/discover")])
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+    let (status, reply) = s.post(&discover, &[("mcp-protocol-version", MODERN)]).await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+    let (status, reply) = s
+        .post(
+            &discover,
+            &[
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/list"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+
+    let call = modern(
+        2,
+        "tools/call",
+        json!({"name": "recall", "arguments": {"query": "q"}}),
+    );
+    let (status, reply) = s
+        .post(
+            &call,
+            &[
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "remember"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+
+    let mut no_caps = discover.clone();
+    no_caps["params"]["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": MODERN});
+    let (status, reply) = s
+        .post(
+            &no_caps,
+            &[
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "server/discover"),
+            ],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32602));
+
+    let (status, reply) = s
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+            &[("mcp-protocol-version", MODERN)],
+        )
+        .await;
+    assert_eq!((status, code(&reply)), (400, -32602));
+
+    let init = json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}});
+    let (status, reply) = s.post(&init, &[("mcp-protocol-version", MODERN)]).await;
+    assert_eq!((status, code(&reply)), (400, -32020));
+
+    for method in ["ping", "initialize", "resources/list"] {
+        let (status, reply) = s
+            .post(
+                &modern(5, method, json!({})),
+                &[("mcp-protocol-version", MODERN), ("mcp-method", method)],
+            )
+            .await;
+        assert_eq!(
+            (status, code(&reply), reply["id"].clone()),
+            (404, -32601, json!(5)),
+            "{method}"
+        );
+    }
+}

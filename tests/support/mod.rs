@@ -1,0 +1,190 @@
+//! Test support: an OpenAI-compatible embeddings stub serving the deterministic embedder
+//! of BEHAVIOR.md §15.1, the real router on 127.0.0.1:0, and a small MCP client.
+#![allow(dead_code)] // each test crate uses its own part of this module
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub const DIMENSION: usize = 64;
+
+/// The fake embedder: texts sharing words get close vectors (9 of 10 words → ≈0.93,
+/// unrelated ≈0).
+pub fn fake_vector(text: &str) -> Vec<f64> {
+    let lower = text.to_lowercase();
+    let mut tokens: Vec<&str> = lower
+        .split(|c: char| {
+            !(c.is_ascii_lowercase() || c.is_ascii_digit() || ('가'..='힣').contains(&c))
+        })
+        .filter(|t| t.chars().count() >= 2)
+        .collect();
+    if tokens.is_empty() {
+        tokens.push(" empty");
+    }
+    let mut sum = vec![0.0f64; DIMENSION];
+    for token in tokens {
+        let mut component = 0;
+        let mut block = 0;
+        while component < DIMENSION {
+            let digest = Sha256::digest(format!("{token}:{block}").as_bytes());
+            for b in digest.iter().take(DIMENSION - component) {
+                sum[component] += f64::from(*b) / 255.0 - 0.5;
+                component += 1;
+            }
+            block += 1;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let norm = if norm == 0.0 { 1.0 } else { norm };
+    sum.iter().map(|x| x / norm).collect()
+}
+
+/// An OpenAI-compatible `/v1/embeddings`; `fail_with` makes it answer that status.
+#[derive(Clone)]
+pub struct EmbeddingStub {
+    pub base_url: String,
+    fail_with: Arc<AtomicU16>,
+}
+
+impl EmbeddingStub {
+    pub async fn start() -> EmbeddingStub {
+        let fail_with = Arc::new(AtomicU16::new(0));
+        let app = axum::Router::new()
+            .route("/v1/embeddings", axum::routing::post(embed))
+            .with_state(Arc::clone(&fail_with));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        EmbeddingStub {
+            base_url: format!("http://{addr}/v1"),
+            fail_with,
+        }
+    }
+
+    pub fn fail_with(&self, status: u16) {
+        self.fail_with.store(status, Ordering::SeqCst);
+    }
+}
+
+async fn embed(State(fail_with): State<Arc<AtomicU16>>, Json(body): Json<Value>) -> Response {
+    let status = fail_with.load(Ordering::SeqCst);
+    if status != 0 {
+        return (
+            StatusCode::from_u16(status).unwrap(),
+            "upstream is overloaded",
+        )
+            .into_response();
+    }
+    let text = body["input"].as_str().unwrap_or_default();
+    Json(json!({"data": [{"embedding": fake_vector(text)}]})).into_response()
+}
+
+/// The environment a test server runs with; tests add or replace variables.
+pub fn base_env(stub: &EmbeddingStub, db: &std::path::Path) -> HashMap<String, String> {
+    [
+        ("DATABASE_URL", format!("sqlite:{}", db.display())),
+        ("EMBEDDING_PROVIDER", "openai".into()),
+        ("EMBEDDING_BASE_URL", stub.base_url.clone()),
+        ("EMBEDDING_API_KEY", "test-key".into()),
+        ("EMBEDDING_MODEL", "fake-64".into()),
+        ("EMBEDDING_DIM", DIMENSION.to_string()),
+        ("RECALL_MIN_SIMILARITY", "0.3".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// The real router with a SQLite file, on 127.0.0.1:0.
+pub struct TestServer {
+    pub url: String,
+    pub stub: EmbeddingStub,
+    pub dir: tempfile::TempDir,
+    client: reqwest::Client,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[(&str, &str)]) -> TestServer {
+        let stub = EmbeddingStub::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = base_env(&stub, &dir.path().join("memory.db"));
+        for (k, v) in extra {
+            env.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let config = mcp_memory::config::Config::from_vars(|k| env.get(k).cloned()).unwrap();
+        let app = Arc::new(mcp_memory::app::App::build(config).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, mcp_memory::http::router(app))
+                .await
+                .unwrap()
+        });
+        TestServer {
+            url: format!("http://{addr}"),
+            stub,
+            dir,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// POSTs raw JSON to /mcp with the usual MCP headers plus `headers`.
+    pub async fn post(&self, body: &Value, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut request = self
+            .client
+            .post(format!("{}/mcp", self.url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Calls a tool in the legacy era; returns its text and error flag.
+    pub async fn call(&self, headers: &[(&str, &str)], tool: &str, args: Value) -> (String, bool) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}});
+        let (status, reply) = self.post(&body, headers).await;
+        assert_eq!(status, 200, "{reply}");
+        let result = &reply["result"];
+        assert!(result.is_object(), "not a tool result: {reply}");
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "exactly one text block: {reply}");
+        (
+            content[0]["text"].as_str().unwrap().to_owned(),
+            result["isError"].as_bool().unwrap_or(false),
+        )
+    }
+
+    /// A successful tool call's text.
+    pub async fn ok(&self, headers: &[(&str, &str)], tool: &str, args: Value) -> String {
+        let (text, is_error) = self.call(headers, tool, args).await;
+        assert!(!is_error, "{tool} failed: {text}");
+        text
+    }
+}
+
+/// The id in a `[MEMORY] Stored as <id>.` answer.
+pub fn stored_id(text: &str) -> String {
+    let rest = text
+        .strip_prefix("[MEMORY] Stored as ")
+        .unwrap_or_else(|| panic!("not a write: {text}"));
+    rest[..26].to_owned()
+}

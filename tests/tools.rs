@@ -1,0 +1,517 @@
+//! Black-box tests of the five tools through the real router, a SQLite file and an
+//! OpenAI-compatible embedding stub.
+
+mod support;
+
+use serde_json::json;
+use support::{TestServer, stored_id};
+
+const ACME: &[(&str, &str)] = &[("x-memory-tenant", "acme")];
+const GLOBEX: &[(&str, &str)] = &[("x-tenant-id", "globex")];
+const DEPLOY: &str = "The deploy pipeline uses blue green releases on EKS every Friday";
+
+#[tokio::test]
+async fn remember_recall_list_stats_forget_round_trip() {
+    let s = TestServer::start().await;
+    let stored = s
+        .ok(ACME, "remember", json!({"content": DEPLOY, "type": "pattern", "category": " decision ", "tags": [" deploy ", "", "배포"]}))
+        .await;
+    let id = stored_id(&stored);
+    assert!(
+        stored.contains(&format!("1. [id:{id}] (pattern/decision, stored ")),
+        "{stored}"
+    );
+    assert!(
+        stored.contains(&format!("\n   {DEPLOY}\n   tags: deploy, 배포")),
+        "{stored}"
+    );
+
+    let recalled = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "deploy pipeline blue green releases"}),
+        )
+        .await;
+    assert!(recalled.starts_with("[MEMORY] 1 memory matched \"deploy pipeline blue green releases\" (mode: balanced).\nMEDIUM CONFIDENCE:"), "{recalled}");
+    assert!(
+        recalled.contains(&format!(
+            "1. [id:{id}] (pattern/decision, 100% of the top result, stored "
+        )),
+        "{recalled}"
+    );
+    assert!(!recalled.contains(" of 1"), "no denominator: {recalled}");
+    // Similarity 1.0 is at least three times the 0.3 floor.
+    let exact = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": DEPLOY, "mode": "precision"}),
+        )
+        .await;
+    assert!(
+        exact.contains("(mode: precision).\nHIGH CONFIDENCE:"),
+        "{exact}"
+    );
+
+    let listed = s.ok(ACME, "list_memories", json!({})).await;
+    assert!(
+        listed.starts_with("[MEMORY] 1 memory, newest first.\n\n1. [id:"),
+        "{listed}"
+    );
+    let patterns = s
+        .ok(ACME, "list_memories", json!({"type": "reference"}))
+        .await;
+    assert_eq!(
+        patterns,
+        "[MEMORY] This project has no memories of type \"reference\" yet."
+    );
+
+    let stats = s.ok(ACME, "memory_stats", json!({})).await;
+    assert_eq!(stats, "[MEMORY] 1 memory for this project (pattern: 1).");
+
+    assert_eq!(
+        s.ok(ACME, "forget", json!({"id": id})).await,
+        format!("[MEMORY] Deleted {id}.")
+    );
+    let again = s.ok(ACME, "forget", json!({"id": id})).await;
+    assert!(
+        again.contains("No memory with id") && again.contains("Nothing was deleted"),
+        "{again}"
+    );
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] This project has no memories yet."
+    );
+    assert_eq!(
+        s.ok(ACME, "list_memories", json!({})).await,
+        "[MEMORY] This project has no memories yet."
+    );
+}
+
+#[tokio::test]
+async fn recall_answers_no_match_and_no_confident_match_as_specified() {
+    let s = TestServer::start().await;
+    let empty = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "anything", "mode": "precision"}),
+        )
+        .await;
+    assert!(empty.starts_with("[MEMORY] No memories stored for this project matched \"anything\".\nNO MATCH FOUND: nothing is stored on this subject."), "{empty}");
+    assert!(
+        empty.contains("mode 'exploratory'") && empty.contains("do not infer an answer from it")
+    );
+    let balanced = s.ok(ACME, "recall", json!({"query": "anything"})).await;
+    assert!(!balanced.contains("mode 'exploratory'"), "{balanced}");
+
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    let unrelated = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "zebra migration patterns in antarctica"}),
+        )
+        .await;
+    assert!(unrelated.starts_with("[MEMORY] Nothing matched \"zebra migration patterns in antarctica\" closely enough.\nNO CONFIDENT MATCH: 1 memory was found"), "{unrelated}");
+    assert!(unrelated.contains("Do not present a guess as a remembered fact"));
+}
+
+#[tokio::test]
+async fn recall_records_an_access_and_ranks_by_standing() {
+    let s = TestServer::start().await;
+    s.ok(
+        ACME,
+        "remember",
+        json!({"content": "postgres backups run nightly with pg_dump to s3"}),
+    )
+    .await;
+    s.ok(
+        ACME,
+        "remember",
+        json!({"content": "postgres upgrades need a maintenance window"}),
+    )
+    .await;
+    let r = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "postgres backups nightly pg_dump", "mode": "exploratory"}),
+        )
+        .await;
+    let standings: Vec<u32> = r
+        .match_indices("% of the top result")
+        .map(|(i, _)| r[..i].rsplit(", ").next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(standings[0], 100, "{r}");
+    assert!(standings.windows(2).all(|w| w[0] >= w[1]), "{r}");
+    assert!(
+        r.find("pg_dump").unwrap() < r.find("maintenance").unwrap_or(usize::MAX),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn tenants_are_isolated_even_when_ids_are_known() {
+    let s = TestServer::start().await;
+    let id = stored_id(&s.ok(ACME, "remember", json!({"content": DEPLOY})).await);
+    let recalled = s.ok(GLOBEX, "recall", json!({"query": DEPLOY})).await;
+    assert!(
+        recalled.starts_with("[MEMORY] No memories stored"),
+        "{recalled}"
+    );
+    assert_eq!(
+        s.ok(GLOBEX, "list_memories", json!({})).await,
+        "[MEMORY] This project has no memories yet."
+    );
+    assert_eq!(
+        s.ok(GLOBEX, "memory_stats", json!({})).await,
+        "[MEMORY] This project has no memories yet."
+    );
+    assert!(
+        s.ok(GLOBEX, "forget", json!({"id": id}))
+            .await
+            .contains("No memory with id")
+    );
+    // The same fact is new to another tenant: no cross-tenant dedup.
+    assert!(
+        s.ok(GLOBEX, "remember", json!({"content": DEPLOY}))
+            .await
+            .starts_with("[MEMORY] Stored as ")
+    );
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] 1 memory for this project (project: 1)."
+    );
+    // A tenant argument is ignored, never honoured.
+    let sneaky = s
+        .ok(GLOBEX, "list_memories", json!({"tenant": "acme"}))
+        .await;
+    assert!(
+        sneaky.contains("1 memory, newest first") && !sneaky.contains(&id),
+        "{sneaky}"
+    );
+}
+
+#[tokio::test]
+async fn conversation_notes_appear_nowhere_else() {
+    let s = TestServer::start().await;
+    let c1: &[(&str, &str)] = &[("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")];
+    let c2: &[(&str, &str)] = &[("x-tenant-id", "acme"), ("x-conversation-id", "chat:2")];
+    let note = "the user prefers answers in korean for this thread";
+    let stored = s
+        .ok(
+            c1,
+            "remember",
+            json!({"content": note, "scope": "conversation"}),
+        )
+        .await;
+    assert!(stored.contains("this conversation only"), "{stored}");
+    let project = s.ok(c1, "remember", json!({"content": DEPLOY})).await;
+    assert!(!project.contains("this conversation only"), "{project}");
+
+    let own = s.ok(c1, "recall", json!({"query": note})).await;
+    assert!(
+        own.contains(note) && own.contains("this conversation only"),
+        "{own}"
+    );
+    let note_id = stored_id(&stored);
+    for outsider in [c2, ACME] {
+        let r = s.ok(outsider, "recall", json!({"query": note})).await;
+        assert!(!r.contains(&note_id), "{r}");
+        // Only the visible project memory is counted as gated, never the hidden note.
+        assert!(r.contains("NO CONFIDENT MATCH: 1 memory was found"), "{r}");
+        let listed = s.ok(outsider, "list_memories", json!({})).await;
+        assert!(
+            listed.starts_with("[MEMORY] 1 memory, newest first") && !listed.contains(note),
+            "{listed}"
+        );
+        assert_eq!(
+            s.ok(outsider, "memory_stats", json!({})).await,
+            "[MEMORY] 1 memory for this project (project: 1)."
+        );
+        assert!(
+            s.ok(outsider, "forget", json!({"id": note_id}))
+                .await
+                .contains("No memory with id")
+        );
+    }
+    // Another thread's note neither blocks nor is pointed at by dedup.
+    let in_c2 = s
+        .ok(
+            c2,
+            "remember",
+            json!({"content": note, "scope": "conversation"}),
+        )
+        .await;
+    assert!(in_c2.starts_with("[MEMORY] Stored as "), "{in_c2}");
+    let repeat_in_c1 = s
+        .ok(
+            c1,
+            "remember",
+            json!({"content": note, "scope": "conversation"}),
+        )
+        .await;
+    assert!(repeat_in_c1.contains("Already known"), "{repeat_in_c1}");
+    assert_eq!(
+        s.ok(c1, "memory_stats", json!({})).await,
+        "[MEMORY] 2 memories for this project (project: 2)."
+    );
+}
+
+#[tokio::test]
+async fn a_near_verbatim_repeat_merges_and_a_paraphrase_is_kept() {
+    let s = TestServer::start().await;
+    let first = s
+        .ok(ACME, "remember", json!({"content": DEPLOY, "tags": ["a"]}))
+        .await;
+    let id = stored_id(&first);
+    let repeat = s
+        .ok(
+            ACME,
+            "remember",
+            json!({"content": format!("{DEPLOY}."), "tags": ["discarded"], "category": "ignored"}),
+        )
+        .await;
+    assert!(
+        repeat.starts_with("[MEMORY] Already known — ")
+            && repeat.contains("nothing new was written"),
+        "{repeat}"
+    );
+    assert!(
+        repeat.contains(&format!("1. [id:{id}] (project, stored "))
+            && !repeat.contains("discarded"),
+        "{repeat}"
+    );
+    assert!(!repeat.contains('%'), "{repeat}");
+    let paraphrase = s.ok(ACME, "remember", json!({"content": "Every Friday we ship to EKS by switching between two identical environments"})).await;
+    assert!(
+        paraphrase.starts_with("[MEMORY] Stored as "),
+        "{paraphrase}"
+    );
+    let korean = "배포는 금요일마다 블루 그린 방식으로 진행한다";
+    s.ok(ACME, "remember", json!({"content": korean})).await;
+    assert!(
+        s.ok(ACME, "remember", json!({"content": korean}))
+            .await
+            .contains("Already known")
+    );
+    assert!(
+        s.ok(
+            ACME,
+            "remember",
+            json!({"content": "데이터베이스 백업은 매일 밤 실행된다"})
+        )
+        .await
+        .starts_with("[MEMORY] Stored as ")
+    );
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] 4 memories for this project (project: 4)."
+    );
+}
+
+/// Every kind of bad input gets its own clear error and leaves the store as it was.
+#[tokio::test]
+async fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let s = TestServer::start().await;
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    let before = s.ok(ACME, "list_memories", json!({})).await;
+
+    let korean_over = "가".repeat(10_667); // 32,001 bytes in fewer than 32,000 characters
+    let tag_over = "t".repeat(65);
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        ("recall", json!({}), "Input validation error"),
+        ("recall", json!({"query": 42}), "Input validation error"),
+        (
+            "recall",
+            json!({"query": "q", "limit": "3"}),
+            "Input validation error",
+        ),
+        (
+            "recall",
+            json!({"query": "q", "limit": 1.5}),
+            "Input validation error",
+        ),
+        (
+            "recall",
+            json!({"query": "q", "mode": "aggressive"}),
+            "Input validation error",
+        ),
+        (
+            "recall",
+            json!({"query": "   "}),
+            "Error: `query` is required and must be a non-empty string.",
+        ),
+        (
+            "recall",
+            json!({"query": "q", "limit": 0}),
+            "Error: `limit` must be an integer between 1 and 50.",
+        ),
+        (
+            "recall",
+            json!({"query": "q", "limit": 51}),
+            "Error: `limit` must be an integer between 1 and 50.",
+        ),
+        (
+            "remember",
+            json!({"content": ""}),
+            "Error: `content` is required and must be a non-empty string.",
+        ),
+        (
+            "remember",
+            json!({"content": korean_over}),
+            "`content` is 32001 bytes",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "category": "x".repeat(129)}),
+            "`category` may be at most 128 bytes",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "tags": (0..21).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
+            "Error: `tags` may hold at most 20 entries.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "tags": [tag_over]}),
+            "each tag may be at most 64 bytes; \"tttttttttttttttttttttttttttttt…\"",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "type": "fact"}),
+            "Input validation error",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "scope": "thread"}),
+            "Input validation error",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "scope": "conversation"}),
+            "X-Conversation-Id",
+        ),
+        (
+            "list_memories",
+            json!({"limit": -1}),
+            "Error: `limit` must be an integer between 1 and 50.",
+        ),
+        (
+            "forget",
+            json!({"id": " "}),
+            "Error: `id` is required and must be a non-empty string.",
+        ),
+        (
+            "search_docs",
+            json!({"query": "q"}),
+            "Error: unknown tool \"search_docs\".",
+        ),
+    ];
+    for (tool, args, expected) in cases {
+        let (text, is_error) = s.call(ACME, tool, args.clone()).await;
+        assert!(is_error, "{tool} {args} was accepted: {text}");
+        assert!(text.contains(expected), "{tool} {args}: {text}");
+        if expected == "Input validation error" {
+            assert!(text.contains(tool), "{text}");
+        }
+    }
+    assert_eq!(s.ok(ACME, "list_memories", json!({})).await, before);
+}
+
+#[tokio::test]
+async fn limits_at_the_boundary_are_accepted() {
+    let s = TestServer::start().await;
+    let exactly = "a".repeat(32_000);
+    assert!(
+        s.ok(ACME, "remember", json!({"content": exactly}))
+            .await
+            .starts_with("[MEMORY] Stored as ")
+    );
+    let tags: Vec<String> = (0..20).map(|i| format!("{i:0>64}")).collect();
+    let category = "c".repeat(128);
+    let stored = s
+        .ok(
+            ACME,
+            "remember",
+            json!({"content": "deploy ecr 배포", "category": category, "tags": tags}),
+        )
+        .await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    let listed = s.ok(ACME, "list_memories", json!({"limit": 1})).await;
+    assert!(
+        listed.starts_with("[MEMORY] 1 memory, newest first") && listed.contains("deploy ecr 배포"),
+        "{listed}"
+    );
+    assert!(
+        s.ok(ACME, "recall", json!({"query": "deploy ecr", "limit": 50}))
+            .await
+            .contains("deploy ecr 배포")
+    );
+}
+
+#[tokio::test]
+async fn identity_refusals_are_tool_results_and_run_nothing() {
+    let s = TestServer::start().await;
+    let (text, is_error) = s.call(&[], "remember", json!({"content": DEPLOY})).await;
+    assert!(is_error);
+    assert!(
+        text.starts_with("x-memory-tenant header is required"),
+        "{text}"
+    );
+    let (text, is_error) = s
+        .call(&[("x-tenant-id", "a/b")], "memory_stats", json!({}))
+        .await;
+    assert!(
+        is_error && text.starts_with("x-tenant-id must start with a letter or digit"),
+        "{text}"
+    );
+    let bad_conversation = [("x-tenant-id", "acme"), ("x-conversation-id", "회의")];
+    let (text, is_error) = s
+        .call(&bad_conversation, "remember", json!({"content": DEPLOY}))
+        .await;
+    assert!(
+        is_error && text.starts_with("x-conversation-id may carry printable ASCII only"),
+        "{text}"
+    );
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] This project has no memories yet."
+    );
+}
+
+#[tokio::test]
+async fn a_failing_embedding_service_is_a_readable_tool_error() {
+    let s = TestServer::start().await;
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    s.stub.fail_with(503);
+    for (tool, args) in [
+        ("remember", json!({"content": "something new"})),
+        ("recall", json!({"query": "deploy"})),
+    ] {
+        let (text, is_error) = s.call(ACME, tool, args).await;
+        assert!(is_error);
+        assert_eq!(
+            text,
+            "Error: the memory store could not complete this request — the embedding service answered 503: upstream is overloaded"
+        );
+    }
+    s.stub.fail_with(0);
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] 1 memory for this project (project: 1)."
+    );
+}
+
+#[tokio::test]
+async fn an_embedding_of_the_wrong_width_is_refused_and_explained() {
+    let s = TestServer::start_with(&[("EMBEDDING_DIM", "32")]).await;
+    let (text, is_error) = s.call(ACME, "remember", json!({"content": DEPLOY})).await;
+    assert!(is_error);
+    assert!(
+        text.contains("model \"fake-64\" returned 64 dimensions but this deployment expects 32"),
+        "{text}"
+    );
+}
