@@ -50,6 +50,9 @@ def embed(text: str) -> list[float]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus the
+    # client's delayed ACK adds ~40 ms to every embedding call.
+    disable_nagle_algorithm = True
 
     def _send(self, status: int, body: dict) -> None:
         data = json.dumps(body).encode("utf-8")

@@ -50,6 +50,9 @@ cleanup() {
   if [[ "${INTEROP_KEEP:-}" == 1 ]]; then echo "interop: kept $TMP"; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
+# Make INT/TERM end the script through the EXIT trap too, so nothing is left running.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 show_logs() {
   local f
@@ -76,7 +79,9 @@ URL="http://127.0.0.1:$PORT/mcp"
 # MCP_API_KEY / KNOWLEDGE_BASE_ID from the caller's environment would change what the
 # clients see (401s, a sixth tool), so they are removed. The Origin allowlist holds the
 # server's own loopback origins: the DNS-rebinding scenario needs them accepted (MCP.md §3).
+# HOST keeps the test server on loopback (the server's default is every interface).
 env -u MCP_API_KEY -u KNOWLEDGE_BASE_ID \
+  HOST=127.0.0.1 \
   PORT="$PORT" \
   DATABASE_URL="sqlite:$TMP/memory.db" \
   EMBEDDING_PROVIDER=openai \

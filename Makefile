@@ -1,0 +1,42 @@
+# The two commands the README promises: `make run` and `make test`.
+# CARGO_TARGET_DIR is honoured (CI keeps its build cache outside the clone).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+BIN := $(TARGET_DIR)/debug/mcp-memory
+
+# Where `make run` keeps its memories.
+DATA_DIR ?= data
+PORT ?= 3000
+
+# The feature sets users get (DESIGN.md §2): local default, on-prem slim image, AWS image.
+FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
+                "--no-default-features --features s3,bedrock,kb" "--all-features"
+
+.PHONY: run test unit interop check fmt
+
+run:
+	mkdir -p $(DATA_DIR)
+	DATABASE_URL=$${DATABASE_URL:-sqlite:$(DATA_DIR)/memory.db} \
+	EMBEDDING_PROVIDER=$${EMBEDDING_PROVIDER:-openai} \
+	HOST=$${HOST:-127.0.0.1} PORT=$(PORT) \
+	cargo run --release
+
+test: unit interop
+
+unit:
+	cargo test --all-targets
+
+interop:
+	cargo build
+	bash tests/interop/run.sh $(BIN)
+
+check:
+	cargo fmt --check
+	@for f in $(FEATURE_SETS); do \
+	  echo "clippy $$f"; cargo clippy --all-targets $$f -- -D warnings || exit 1; \
+	done
+	@# The slim on-prem image must link no AWS SDK and no candle.
+	@if cargo tree --no-default-features --features postgres,openai -e normal | grep -E ' (aws-|candle)'; then \
+	  echo "the postgres,openai build pulls an AWS or candle crate" >&2; exit 1; fi
+
+fmt:
+	cargo fmt
