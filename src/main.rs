@@ -24,7 +24,7 @@ async fn main() -> ExitCode {
     let app = match App::build(config) {
         Ok(app) => Arc::new(app),
         Err(e) => {
-            eprintln!("storage error: {e}");
+            eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };

@@ -7,6 +7,8 @@ use async_trait::async_trait;
 
 use crate::config::EmbedderConfig;
 
+#[cfg(feature = "local")]
+pub mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
 
@@ -37,6 +39,8 @@ pub enum EmbedError {
     },
     #[error("the embedding service returned an all-zero vector")]
     AllZero,
+    #[error("the local embedding model failed — {0}")]
+    Model(String),
 }
 
 impl EmbedError {
@@ -55,13 +59,17 @@ pub trait Embedder: Send + Sync {
     /// The text's vector, already checked by `check_vector`.
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError>;
 
+    /// The width of every vector this embedder returns.
+    fn dimension(&self) -> usize;
+
     /// `provider:model, <dim>d`, for the startup line.
     fn describe(&self) -> String;
 }
 
-/// Builds the configured embedder. Nothing here touches the network.
-pub fn build(config: &EmbedderConfig) -> Arc<dyn Embedder> {
-    match *config {
+/// Builds the configured embedder: loads a local model (refusing a bad model directory by
+/// the file that is wrong), and never touches the network.
+pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
+    Ok(match *config {
         #[cfg(feature = "openai")]
         EmbedderConfig::OpenAi {
             ref base_url,
@@ -71,7 +79,12 @@ pub fn build(config: &EmbedderConfig) -> Arc<dyn Embedder> {
         } => Arc::new(openai::OpenAiEmbedder::new(
             base_url, api_key, model, dimension,
         )),
-    }
+        #[cfg(feature = "local")]
+        EmbedderConfig::Local {
+            ref model_dir,
+            dimension,
+        } => Arc::new(local::LocalEmbedder::load(model_dir, dimension)?),
+    })
 }
 
 /// The checks of BEHAVIOR.md §6.3, in order, on whatever the service sent as the vector.
@@ -87,7 +100,11 @@ pub fn check_vector(
         .iter()
         .map(|v| v.as_f64().ok_or(EmbedError::NoEmbedding))
         .collect::<Result<_, _>>()?;
-    let vector: Vec<f32> = numbers.iter().map(|x| *x as f32).collect();
+    check_values(numbers.iter().map(|x| *x as f32).collect(), model, dimension)
+}
+
+/// The checks after parsing: finite, the expected width, not all zero.
+pub fn check_values(vector: Vec<f32>, model: &str, dimension: usize) -> Result<Vec<f32>, EmbedError> {
     if vector.iter().any(|x| !x.is_finite()) {
         return Err(EmbedError::NonFinite);
     }

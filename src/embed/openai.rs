@@ -64,6 +64,10 @@ impl Embedder for OpenAiEmbedder {
         )
     }
 
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
     fn describe(&self) -> String {
         format!("openai:{}, {}d", self.model, self.dimension)
     }

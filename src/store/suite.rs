@@ -119,7 +119,7 @@ macro_rules! store_suite {
             assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
             assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
             store
-                .record_access(&other, &[theirs.id.clone()], T0 + 5)
+                .record_access(&other, std::slice::from_ref(&theirs.id), T0 + 5)
                 .await
                 .unwrap();
             let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
@@ -390,7 +390,7 @@ macro_rules! store_suite {
                 .await
                 .unwrap();
             store
-                .record_access(&acme, &[a.id.clone()], T0 + 50)
+                .record_access(&acme, std::slice::from_ref(&a.id), T0 + 50)
                 .await
                 .unwrap();
             store.record_access(&acme, &[], T0 + 500).await.unwrap();

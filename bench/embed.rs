@@ -1,0 +1,101 @@
+//! Embedding speed of the in-process model: load time, one short query at a time (p50,
+//! p95), batched throughput, and resident memory with the model loaded.
+//!
+//!     make model && cargo bench --bench embed [-- MODEL_DIR]
+//!
+//! Prints a one-line summary and writes bench/results/embed.json.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use mcp_memory::embed::Embedder;
+use mcp_memory::embed::local::LocalEmbedder;
+
+const SINGLE_RUNS: usize = 200;
+const BATCH_TEXTS: usize = 1024;
+const BATCH_SIZE: usize = 32;
+
+fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Short developer-memory sentences, varied so no two are identical.
+fn texts(n: usize) -> Vec<String> {
+    let subjects = ["the deploy pipeline", "our test suite", "the staging database", "release notes", "the API gateway", "code review"];
+    let facts = ["runs every night at two", "needs approval from the platform team", "uses blue-green switching", "is configured in the infra repo", "was moved to the new cluster"];
+    (0..n)
+        .map(|i| format!("{} {} (note {i})", subjects[i % subjects.len()], facts[(i / subjects.len()) % facts.len()]))
+        .collect()
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2"));
+    let rss_before = rss_mb();
+    let started = Instant::now();
+    let embedder = LocalEmbedder::load(&dir, None).expect("model loads (run `make model`)");
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    embedder.embed("warm up").await.unwrap();
+
+    let queries = texts(SINGLE_RUNS);
+    let mut latencies: Vec<f64> = Vec::with_capacity(SINGLE_RUNS);
+    for q in &queries {
+        let t = Instant::now();
+        embedder.embed(q).await.unwrap();
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    latencies.sort_by(f64::total_cmp);
+    let p50 = latencies[SINGLE_RUNS / 2];
+    let p95 = latencies[SINGLE_RUNS * 95 / 100];
+    let single_per_s = 1e3 * SINGLE_RUNS as f64 / latencies.iter().sum::<f64>();
+
+    let corpus = texts(BATCH_TEXTS);
+    let t = Instant::now();
+    for chunk in corpus.chunks(BATCH_SIZE) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        embedder.embed_batch(&refs).await.unwrap();
+    }
+    let batched_per_s = BATCH_TEXTS as f64 / t.elapsed().as_secs_f64();
+
+    // Concurrent single requests, as a busy server sees them: the worker batches them.
+    let embedder = std::sync::Arc::new(embedder);
+    let t = Instant::now();
+    let mut requests = tokio::task::JoinSet::new();
+    for q in corpus {
+        let embedder = std::sync::Arc::clone(&embedder);
+        requests.spawn(async move { embedder.embed(&q).await.map(|_| ()) });
+    }
+    while let Some(done) = requests.join_next().await {
+        done.unwrap().unwrap();
+    }
+    let concurrent_per_s = BATCH_TEXTS as f64 / t.elapsed().as_secs_f64();
+    let rss = rss_mb();
+
+    let result = serde_json::json!({
+        "model": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "dimension": embedder.dimension(),
+        "load_ms": load_ms,
+        "single": {"runs": SINGLE_RUNS, "p50_ms": p50, "p95_ms": p95, "per_s": single_per_s},
+        "batched": {"texts": BATCH_TEXTS, "batch": BATCH_SIZE, "per_s": batched_per_s},
+        "concurrent": {"texts": BATCH_TEXTS, "per_s": concurrent_per_s},
+        "rss_mb": {"before_load": rss_before, "after": rss},
+    });
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("embed.json"), serde_json::to_string_pretty(&result).unwrap()).unwrap();
+    println!(
+        "embed: load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
+         batched {batched_per_s:.0}/s, concurrent {concurrent_per_s:.0}/s, RSS {rss:.0} MB"
+    );
+}

@@ -1,0 +1,213 @@
+//! A sentence-transformers BERT model run in-process with candle (CPU): WordPiece
+//! tokenizer, mean pooling over the attention mask, L2 normalisation. The model is loaded
+//! once at boot; embedding runs on a dedicated thread, which takes every request waiting
+//! when it frees up as one batch, so concurrent requests share a forward pass and the
+//! async runtime (and `GET /health`) never waits on the model.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use async_trait::async_trait;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokio::sync::oneshot;
+
+use super::{EmbedError, Embedder, check_values};
+
+/// The most texts one forward pass takes; more waiting requests go in the next pass.
+const MAX_BATCH: usize = 32;
+
+pub struct LocalEmbedder {
+    jobs: mpsc::Sender<Job>,
+    name: String,
+    dimension: usize,
+}
+
+struct Job {
+    text: String,
+    reply: oneshot::Sender<Result<Vec<f32>, EmbedError>>,
+}
+
+struct Model {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir`; a missing or malformed file is refused by name.
+    /// `dimension`, when configured, must be the model's width.
+    pub fn load(dir: &Path, dimension: Option<usize>) -> Result<Self, String> {
+        let (model, width) = Model::load(dir)?;
+        if let Some(configured) = dimension.filter(|d| *d != width) {
+            return Err(format!(
+                "EMBEDDING_DIM is {configured} but the model in {} produces {width}-dimensional \
+                 vectors; unset EMBEDDING_DIM or set it to {width}",
+                dir.display()
+            ));
+        }
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string());
+        let (jobs, queue) = mpsc::channel();
+        let model_name = name.clone();
+        std::thread::Builder::new()
+            .name("embedder".into())
+            .spawn(move || model.serve(queue, &model_name, width))
+            .map_err(|e| format!("cannot start the embedding thread: {e}"))?;
+        Ok(LocalEmbedder {
+            jobs,
+            name,
+            dimension: width,
+        })
+    }
+
+    /// Embeds several texts in one forward pass.
+    pub async fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Queued back to back, the worker picks them up as one batch.
+        let waiting: Vec<_> = texts.iter().map(|t| self.submit(t)).collect::<Result<_, _>>()?;
+        let mut vectors = Vec::with_capacity(waiting.len());
+        for reply in waiting {
+            vectors.push(reply.await.map_err(|_| stopped())??);
+        }
+        Ok(vectors)
+    }
+
+    fn submit(&self, text: &str) -> Result<oneshot::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job {
+                text: text.to_owned(),
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        Ok(answer)
+    }
+}
+
+fn stopped() -> EmbedError {
+    EmbedError::Model("the embedding thread has stopped".into())
+}
+
+#[async_trait]
+impl Embedder for LocalEmbedder {
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.submit(text)?.await.map_err(|_| stopped())?
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn describe(&self) -> String {
+        format!("local:{}, {}d", self.name, self.dimension)
+    }
+}
+
+fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
+    let path = dir.join(file);
+    let bytes = std::fs::read(&path)
+        .map_err(|e| format!("cannot read {} ({e}); EMBEDDING_MODEL must be a sentence-transformers model directory", path.display()))?;
+    Ok((path, bytes))
+}
+
+impl Model {
+    fn load(dir: &Path) -> Result<(Model, usize), String> {
+        let (config_path, config) = read(dir, "config.json")?;
+        let config: Config = serde_json::from_slice(&config)
+            .map_err(|e| format!("{} is not a BERT configuration: {e}", config_path.display()))?;
+
+        let (tokenizer_path, tokenizer) = read(dir, "tokenizer.json")?;
+        let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
+            .map_err(|e| format!("{} is not a tokenizer: {e}", tokenizer_path.display()))?;
+        // The shipped tokenizer.json pads every input to a fixed length; pad each batch
+        // only to its longest text instead, and truncate (never refuse) long inputs.
+        let mut padding = tokenizer.get_padding().cloned().unwrap_or(PaddingParams {
+            pad_id: config.pad_token_id as u32,
+            ..PaddingParams::default()
+        });
+        padding.strategy = PaddingStrategy::BatchLongest;
+        tokenizer.with_padding(Some(padding));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens(dir, &config),
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| format!("{}: cannot set truncation: {e}", tokenizer_path.display()))?;
+
+        let (weights_path, weights) = read(dir, "model.safetensors")?;
+        let device = Device::Cpu;
+        let bert = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .and_then(|vb| BertModel::load(vb, &config))
+            .map_err(|e| format!("{} does not hold this BERT model's weights: {e}", weights_path.display()))?;
+        let width = config.hidden_size;
+        Ok((Model { bert, tokenizer, device }, width))
+    }
+
+    fn serve(self, queue: mpsc::Receiver<Job>, model: &str, width: usize) {
+        while let Ok(first) = queue.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            let texts: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
+            match self.forward(&texts) {
+                Ok(vectors) => {
+                    for (job, vector) in batch.into_iter().zip(vectors) {
+                        let _ = job.reply.send(check_values(vector, model, width));
+                    }
+                }
+                Err(e) => {
+                    for job in batch {
+                        let _ = job.reply.send(Err(EmbedError::Model(e.to_string())));
+                    }
+                }
+            }
+        }
+    }
+
+    fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| format!("tokenizer: {e}"))?;
+        let stack = |field: fn(&tokenizers::Encoding) -> &[u32]| -> candle_core::Result<Tensor> {
+            let rows = encodings
+                .iter()
+                .map(|e| Tensor::new(field(e), &self.device))
+                .collect::<candle_core::Result<Vec<_>>>()?;
+            Tensor::stack(&rows, 0)
+        };
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = stack(tokenizers::Encoding::get_ids)?;
+            let type_ids = stack(tokenizers::Encoding::get_type_ids)?;
+            let mask = stack(tokenizers::Encoding::get_attention_mask)?;
+            let hidden = self.bert.forward(&ids, &type_ids, Some(&mask))?;
+            // Mean over real tokens only, then unit length.
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+            let mean = summed.broadcast_div(&mask.sum(1)?)?;
+            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+            mean.broadcast_div(&norm)?.to_vec2::<f32>()
+        };
+        run().map_err(|e| format!("candle: {e}"))
+    }
+}
+
+/// The longest input the model takes: sentence-transformers' `max_seq_length` when the
+/// folder says it, else the position table's size.
+fn max_tokens(dir: &Path, config: &Config) -> usize {
+    std::fs::read(dir.join("sentence_bert_config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["max_seq_length"].as_u64())
+        .map(|n| n as usize)
+        .unwrap_or(config.max_position_embeddings)
+        .min(config.max_position_embeddings)
+}

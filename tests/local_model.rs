@@ -1,0 +1,164 @@
+//! The in-process embedder with the real all-MiniLM-L6-v2 model (fetched by `make model`,
+//! or from MCP_MEMORY_TEST_MODEL): reference vectors from an independent numpy
+//! implementation (bench/reference_embed.py), batching, truncation, refusals of a bad model
+//! directory, and recall end to end through the binary.
+
+use std::path::PathBuf;
+
+use mcp_memory::embed::Embedder;
+use mcp_memory::embed::local::LocalEmbedder;
+use serde_json::Value;
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("MCP_MEMORY_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2"))
+}
+
+fn load() -> LocalEmbedder {
+    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make model` first)"))
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[tokio::test]
+async fn vectors_match_the_independent_reference() {
+    let embedder = load();
+    assert_eq!(embedder.dimension(), 384);
+    let fixture: Value = serde_json::from_str(include_str!("fixtures/minilm_reference.json")).unwrap();
+    for sentence in fixture["sentences"].as_array().unwrap() {
+        let text = sentence["text"].as_str().unwrap();
+        let ours = embedder.embed(text).await.unwrap();
+        let reference: Vec<f64> = sentence["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(ours.len(), reference.len());
+        // Absolute tolerance: one component is ~1e-33 in every vector.
+        for (i, (a, b)) in ours.iter().zip(&reference).enumerate() {
+            assert!((f64::from(*a) - b).abs() <= 1e-5, "{text}: component {i} is {a}, reference {b}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_paraphrase_scores_clearly_above_an_unrelated_text() {
+    let embedder = load();
+    let fact = embedder.embed("The deploy pipeline uses blue-green releases on EKS.").await.unwrap();
+    let paraphrase = embedder.embed("How do we ship releases to production?").await.unwrap();
+    let unrelated = embedder.embed("My grandmother grows tomatoes in her garden.").await.unwrap();
+    let (close, far) = (cosine(&fact, &paraphrase), cosine(&fact, &unrelated));
+    assert!(close > far + 0.2, "paraphrase {close}, unrelated {far}");
+    let norm = cosine(&fact, &fact);
+    assert!((norm - 1.0).abs() < 1e-5, "not unit length: {norm}");
+}
+
+#[tokio::test]
+async fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
+    let embedder = load();
+    let texts = ["short", "a somewhat longer sentence about database backups every night", "배포는 금요일마다 진행한다", ""];
+    let batch = embedder.embed_batch(&texts).await.unwrap();
+    for (text, batched) in texts.iter().zip(&batch) {
+        let alone = embedder.embed(text).await.unwrap();
+        let worst = alone.iter().zip(batched).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "{text:?} differs by {worst} when batched");
+    }
+}
+
+#[tokio::test]
+async fn long_inputs_are_truncated_not_refused() {
+    let embedder = load();
+    let long = "the staging cluster is rebuilt every sunday night ".repeat(400);
+    let vector = embedder.embed(&long).await.unwrap();
+    assert_eq!(vector.len(), 384);
+    let longer = format!("{long} and this tail is beyond the model's window");
+    let tail_cut = embedder.embed(&longer).await.unwrap();
+    assert!(cosine(&vector, &tail_cut) > 0.9999, "text past the window changed the vector");
+}
+
+#[test]
+fn a_bad_model_directory_is_refused_naming_the_file() {
+    let empty = tempfile::tempdir().unwrap();
+    let err = LocalEmbedder::load(empty.path(), None).err().unwrap();
+    assert!(err.contains("config.json"), "{err}");
+
+    let broken = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(model_dir().join(file), broken.path().join(file)).unwrap();
+    }
+    std::fs::write(broken.path().join("tokenizer.json"), "{not json").unwrap();
+    let err = LocalEmbedder::load(broken.path(), None).err().unwrap();
+    assert!(err.contains("tokenizer.json"), "{err}");
+
+    std::fs::copy(model_dir().join("tokenizer.json"), broken.path().join("tokenizer.json")).unwrap();
+    std::fs::write(broken.path().join("model.safetensors"), b"truncated").unwrap();
+    let err = LocalEmbedder::load(broken.path(), None).err().unwrap();
+    assert!(err.contains("model.safetensors"), "{err}");
+
+    let err = LocalEmbedder::load(&model_dir(), Some(768)).err().unwrap();
+    assert!(err.contains("EMBEDDING_DIM is 768") && err.contains("384"), "{err}");
+}
+
+/// Through the real binary, as `make run` starts it: facts come back for questions
+/// phrased differently, and a question about nothing stored gets no match.
+#[tokio::test]
+async fn recall_by_paraphrase_end_to_end() {
+    use std::process::Stdio;
+    use tokio::process::Command;
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_mcp-memory"))
+        .env_clear()
+        .env("PORT", port.to_string())
+        .env("HOST", "127.0.0.1")
+        .env("DATABASE_URL", format!("sqlite:{}", dir.path().join("memory.db").display()))
+        .env("EMBEDDING_PROVIDER", "local")
+        .env("EMBEDDING_MODEL", model_dir())
+        .env("RECALL_MIN_SIMILARITY", "0.2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut healthy = false;
+    for _ in 0..400 {
+        if client.get(format!("{url}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(healthy, "the server never became healthy");
+    let call = |tool: &'static str, args: Value| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let reply: Value = client
+                .post(format!("{url}/mcp"))
+                .header("x-tenant-id", "local-e2e")
+                .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": tool, "arguments": args}}))
+                .send().await.unwrap().json().await.unwrap();
+            reply["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+        }
+    };
+    let facts = [
+        ("Production deploys use blue-green releases on EKS, switched by the ALB.", "How do we roll out a new version to production?"),
+        ("Run the test suite with `make test`; it starts PostgreSQL itself.", "What command runs the tests?"),
+        ("We chose PostgreSQL over MongoDB because we need transactions across tables.", "Why did we pick our database?"),
+    ];
+    for (fact, _) in facts {
+        let stored = call("remember", serde_json::json!({"content": fact})).await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    for (fact, question) in facts {
+        let answer = call("recall", serde_json::json!({"query": question})).await;
+        let first = answer.split("\n1. ").nth(1).unwrap_or_else(|| panic!("no result for {question:?}: {answer}"));
+        assert!(first.contains(fact), "{question:?} did not rank its fact first:\n{answer}");
+    }
+    let unrelated = call("recall", serde_json::json!({"query": "What is a good recipe for banana bread?"})).await;
+    assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
+    server.kill().await.unwrap();
+}
