@@ -28,10 +28,29 @@ fn rss_mb() -> f64 {
 
 /// Short developer-memory sentences, varied so no two are identical.
 fn texts(n: usize) -> Vec<String> {
-    let subjects = ["the deploy pipeline", "our test suite", "the staging database", "release notes", "the API gateway", "code review"];
-    let facts = ["runs every night at two", "needs approval from the platform team", "uses blue-green switching", "is configured in the infra repo", "was moved to the new cluster"];
+    let subjects = [
+        "the deploy pipeline",
+        "our test suite",
+        "the staging database",
+        "release notes",
+        "the API gateway",
+        "code review",
+    ];
+    let facts = [
+        "runs every night at two",
+        "needs approval from the platform team",
+        "uses blue-green switching",
+        "is configured in the infra repo",
+        "was moved to the new cluster",
+    ];
     (0..n)
-        .map(|i| format!("{} {} (note {i})", subjects[i % subjects.len()], facts[(i / subjects.len()) % facts.len()]))
+        .map(|i| {
+            format!(
+                "{} {} (note {i})",
+                subjects[i % subjects.len()],
+                facts[(i / subjects.len()) % facts.len()]
+            )
+        })
         .collect()
 }
 
@@ -41,7 +60,9 @@ async fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
+        });
     let rss_before = rss_mb();
     let started = Instant::now();
     let embedder = LocalEmbedder::load(&dir, None).expect("model loads (run `make model`)");
@@ -93,7 +114,11 @@ async fn main() {
     });
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("embed.json"), serde_json::to_string_pretty(&result).unwrap()).unwrap();
+    std::fs::write(
+        out.join("embed.json"),
+        serde_json::to_string_pretty(&result).unwrap(),
+    )
+    .unwrap();
     println!(
         "embed: load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
          batched {batched_per_s:.0}/s, concurrent {concurrent_per_s:.0}/s, RSS {rss:.0} MB"

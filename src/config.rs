@@ -429,7 +429,10 @@ mod tests {
         let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
         assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
         let local = with(&[("EMBEDDING_PROVIDER", "local")]).err().unwrap();
-        assert!(local.starts_with("EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local"), "{local}");
+        assert!(
+            local.starts_with("EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local"),
+            "{local}"
+        );
     }
 
     #[test]

@@ -12,11 +12,14 @@ use serde_json::Value;
 fn model_dir() -> PathBuf {
     std::env::var_os("MCP_MEMORY_TEST_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
+        })
 }
 
 fn load() -> LocalEmbedder {
-    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make model` first)"))
+    LocalEmbedder::load(&model_dir(), None)
+        .unwrap_or_else(|e| panic!("{e} (run `make model` first)"))
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -27,15 +30,24 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 async fn vectors_match_the_independent_reference() {
     let embedder = load();
     assert_eq!(embedder.dimension(), 384);
-    let fixture: Value = serde_json::from_str(include_str!("fixtures/minilm_reference.json")).unwrap();
+    let fixture: Value =
+        serde_json::from_str(include_str!("fixtures/minilm_reference.json")).unwrap();
     for sentence in fixture["sentences"].as_array().unwrap() {
         let text = sentence["text"].as_str().unwrap();
         let ours = embedder.embed(text).await.unwrap();
-        let reference: Vec<f64> = sentence["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let reference: Vec<f64> = sentence["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
         assert_eq!(ours.len(), reference.len());
         // Absolute tolerance: one component is ~1e-33 in every vector.
         for (i, (a, b)) in ours.iter().zip(&reference).enumerate() {
-            assert!((f64::from(*a) - b).abs() <= 1e-5, "{text}: component {i} is {a}, reference {b}");
+            assert!(
+                (f64::from(*a) - b).abs() <= 1e-5,
+                "{text}: component {i} is {a}, reference {b}"
+            );
         }
     }
 }
@@ -43,9 +55,18 @@ async fn vectors_match_the_independent_reference() {
 #[tokio::test]
 async fn a_paraphrase_scores_clearly_above_an_unrelated_text() {
     let embedder = load();
-    let fact = embedder.embed("The deploy pipeline uses blue-green releases on EKS.").await.unwrap();
-    let paraphrase = embedder.embed("How do we ship releases to production?").await.unwrap();
-    let unrelated = embedder.embed("My grandmother grows tomatoes in her garden.").await.unwrap();
+    let fact = embedder
+        .embed("The deploy pipeline uses blue-green releases on EKS.")
+        .await
+        .unwrap();
+    let paraphrase = embedder
+        .embed("How do we ship releases to production?")
+        .await
+        .unwrap();
+    let unrelated = embedder
+        .embed("My grandmother grows tomatoes in her garden.")
+        .await
+        .unwrap();
     let (close, far) = (cosine(&fact, &paraphrase), cosine(&fact, &unrelated));
     assert!(close > far + 0.2, "paraphrase {close}, unrelated {far}");
     let norm = cosine(&fact, &fact);
@@ -55,11 +76,20 @@ async fn a_paraphrase_scores_clearly_above_an_unrelated_text() {
 #[tokio::test]
 async fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
     let embedder = load();
-    let texts = ["short", "a somewhat longer sentence about database backups every night", "배포는 금요일마다 진행한다", ""];
+    let texts = [
+        "short",
+        "a somewhat longer sentence about database backups every night",
+        "배포는 금요일마다 진행한다",
+        "",
+    ];
     let batch = embedder.embed_batch(&texts).await.unwrap();
     for (text, batched) in texts.iter().zip(&batch) {
         let alone = embedder.embed(text).await.unwrap();
-        let worst = alone.iter().zip(batched).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let worst = alone
+            .iter()
+            .zip(batched)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
         assert!(worst < 1e-5, "{text:?} differs by {worst} when batched");
     }
 }
@@ -72,7 +102,10 @@ async fn long_inputs_are_truncated_not_refused() {
     assert_eq!(vector.len(), 384);
     let longer = format!("{long} and this tail is beyond the model's window");
     let tail_cut = embedder.embed(&longer).await.unwrap();
-    assert!(cosine(&vector, &tail_cut) > 0.9999, "text past the window changed the vector");
+    assert!(
+        cosine(&vector, &tail_cut) > 0.9999,
+        "text past the window changed the vector"
+    );
 }
 
 #[test]
@@ -89,13 +122,20 @@ fn a_bad_model_directory_is_refused_naming_the_file() {
     let err = LocalEmbedder::load(broken.path(), None).err().unwrap();
     assert!(err.contains("tokenizer.json"), "{err}");
 
-    std::fs::copy(model_dir().join("tokenizer.json"), broken.path().join("tokenizer.json")).unwrap();
+    std::fs::copy(
+        model_dir().join("tokenizer.json"),
+        broken.path().join("tokenizer.json"),
+    )
+    .unwrap();
     std::fs::write(broken.path().join("model.safetensors"), b"truncated").unwrap();
     let err = LocalEmbedder::load(broken.path(), None).err().unwrap();
     assert!(err.contains("model.safetensors"), "{err}");
 
     let err = LocalEmbedder::load(&model_dir(), Some(768)).err().unwrap();
-    assert!(err.contains("EMBEDDING_DIM is 768") && err.contains("384"), "{err}");
+    assert!(
+        err.contains("EMBEDDING_DIM is 768") && err.contains("384"),
+        "{err}"
+    );
 }
 
 /// Through the real binary, as `make run` starts it: facts come back for questions
@@ -106,12 +146,19 @@ async fn recall_by_paraphrase_end_to_end() {
     use tokio::process::Command;
 
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut server = Command::new(env!("CARGO_BIN_EXE_mcp-memory"))
         .env_clear()
         .env("PORT", port.to_string())
         .env("HOST", "127.0.0.1")
-        .env("DATABASE_URL", format!("sqlite:{}", dir.path().join("memory.db").display()))
+        .env(
+            "DATABASE_URL",
+            format!("sqlite:{}", dir.path().join("memory.db").display()),
+        )
         .env("EMBEDDING_PROVIDER", "local")
         .env("EMBEDDING_MODEL", model_dir())
         .env("RECALL_MIN_SIMILARITY", "0.2")
@@ -124,7 +171,12 @@ async fn recall_by_paraphrase_end_to_end() {
     let client = reqwest::Client::new();
     let mut healthy = false;
     for _ in 0..400 {
-        if client.get(format!("{url}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+        if client
+            .get(format!("{url}/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
             healthy = true;
             break;
         }
@@ -138,16 +190,35 @@ async fn recall_by_paraphrase_end_to_end() {
             let reply: Value = client
                 .post(format!("{url}/mcp"))
                 .header("x-tenant-id", "local-e2e")
-                .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                          "params": {"name": tool, "arguments": args}}))
-                .send().await.unwrap().json().await.unwrap();
-            reply["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+                .json(
+                    &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": tool, "arguments": args}}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            reply["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
         }
     };
     let facts = [
-        ("Production deploys use blue-green releases on EKS, switched by the ALB.", "How do we roll out a new version to production?"),
-        ("Run the test suite with `make test`; it starts PostgreSQL itself.", "What command runs the tests?"),
-        ("We chose PostgreSQL over MongoDB because we need transactions across tables.", "Why did we pick our database?"),
+        (
+            "Production deploys use blue-green releases on EKS, switched by the ALB.",
+            "How do we roll out a new version to production?",
+        ),
+        (
+            "Run the test suite with `make test`; it starts PostgreSQL itself.",
+            "What command runs the tests?",
+        ),
+        (
+            "We chose PostgreSQL over MongoDB because we need transactions across tables.",
+            "Why did we pick our database?",
+        ),
     ];
     for (fact, _) in facts {
         let stored = call("remember", serde_json::json!({"content": fact})).await;
@@ -155,10 +226,20 @@ async fn recall_by_paraphrase_end_to_end() {
     }
     for (fact, question) in facts {
         let answer = call("recall", serde_json::json!({"query": question})).await;
-        let first = answer.split("\n1. ").nth(1).unwrap_or_else(|| panic!("no result for {question:?}: {answer}"));
-        assert!(first.contains(fact), "{question:?} did not rank its fact first:\n{answer}");
+        let first = answer
+            .split("\n1. ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no result for {question:?}: {answer}"));
+        assert!(
+            first.contains(fact),
+            "{question:?} did not rank its fact first:\n{answer}"
+        );
     }
-    let unrelated = call("recall", serde_json::json!({"query": "What is a good recipe for banana bread?"})).await;
+    let unrelated = call(
+        "recall",
+        serde_json::json!({"query": "What is a good recipe for banana bread?"}),
+    )
+    .await;
     assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
     server.kill().await.unwrap();
 }

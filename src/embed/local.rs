@@ -68,7 +68,10 @@ impl LocalEmbedder {
     /// Embeds several texts in one forward pass.
     pub async fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Queued back to back, the worker picks them up as one batch.
-        let waiting: Vec<_> = texts.iter().map(|t| self.submit(t)).collect::<Result<_, _>>()?;
+        let waiting: Vec<_> = texts
+            .iter()
+            .map(|t| self.submit(t))
+            .collect::<Result<_, _>>()?;
         let mut vectors = Vec::with_capacity(waiting.len());
         for reply in waiting {
             vectors.push(reply.await.map_err(|_| stopped())??);
@@ -76,7 +79,10 @@ impl LocalEmbedder {
         Ok(vectors)
     }
 
-    fn submit(&self, text: &str) -> Result<oneshot::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError> {
+    fn submit(
+        &self,
+        text: &str,
+    ) -> Result<oneshot::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send(Job {
@@ -109,8 +115,12 @@ impl Embedder for LocalEmbedder {
 
 fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
     let path = dir.join(file);
-    let bytes = std::fs::read(&path)
-        .map_err(|e| format!("cannot read {} ({e}); EMBEDDING_MODEL must be a sentence-transformers model directory", path.display()))?;
+    let bytes = std::fs::read(&path).map_err(|e| {
+        format!(
+            "cannot read {} ({e}); EMBEDDING_MODEL must be a sentence-transformers model directory",
+            path.display()
+        )
+    })?;
     Ok((path, bytes))
 }
 
@@ -142,9 +152,21 @@ impl Model {
         let device = Device::Cpu;
         let bert = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .and_then(|vb| BertModel::load(vb, &config))
-            .map_err(|e| format!("{} does not hold this BERT model's weights: {e}", weights_path.display()))?;
+            .map_err(|e| {
+                format!(
+                    "{} does not hold this BERT model's weights: {e}",
+                    weights_path.display()
+                )
+            })?;
         let width = config.hidden_size;
-        Ok((Model { bert, tokenizer, device }, width))
+        Ok((
+            Model {
+                bert,
+                tokenizer,
+                device,
+            },
+            width,
+        ))
     }
 
     fn serve(self, queue: mpsc::Receiver<Job>, model: &str, width: usize) {

@@ -100,11 +100,19 @@ pub fn check_vector(
         .iter()
         .map(|v| v.as_f64().ok_or(EmbedError::NoEmbedding))
         .collect::<Result<_, _>>()?;
-    check_values(numbers.iter().map(|x| *x as f32).collect(), model, dimension)
+    check_values(
+        numbers.iter().map(|x| *x as f32).collect(),
+        model,
+        dimension,
+    )
 }
 
 /// The checks after parsing: finite, the expected width, not all zero.
-pub fn check_values(vector: Vec<f32>, model: &str, dimension: usize) -> Result<Vec<f32>, EmbedError> {
+pub fn check_values(
+    vector: Vec<f32>,
+    model: &str,
+    dimension: usize,
+) -> Result<Vec<f32>, EmbedError> {
     if vector.iter().any(|x| !x.is_finite()) {
         return Err(EmbedError::NonFinite);
     }
