@@ -327,7 +327,10 @@ mod tests {
             model,
             dimension,
             ..
-        } = c.embedder;
+        } = c.embedder
+        else {
+            panic!("not the openai embedder");
+        };
         assert_eq!(base_url, "http://127.0.0.1:9/v1");
         assert_eq!(
             (model.as_str(), dimension),
