@@ -69,22 +69,22 @@ pub trait Embedder: Send + Sync {
 /// Builds the configured embedder: loads a local model (refusing a bad model directory by
 /// the file that is wrong), and never touches the network.
 pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
-    Ok(match *config {
+    match *config {
         #[cfg(feature = "openai")]
         EmbedderConfig::OpenAi {
             ref base_url,
             ref api_key,
             ref model,
             dimension,
-        } => Arc::new(openai::OpenAiEmbedder::new(
+        } => Ok(Arc::new(openai::OpenAiEmbedder::new(
             base_url, api_key, model, dimension,
-        )),
+        ))),
         #[cfg(feature = "local")]
         EmbedderConfig::Local {
             ref model_dir,
             dimension,
-        } => Arc::new(local::LocalEmbedder::load(model_dir, dimension)?),
-    })
+        } => Ok(Arc::new(local::LocalEmbedder::load(model_dir, dimension)?)),
+    }
 }
 
 /// The checks of BEHAVIOR.md §6.3, in order, on whatever the service sent as the vector.
