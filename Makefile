@@ -34,7 +34,7 @@ model:
 test: unit interop
 
 unit: model
-	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) cargo test --all-targets
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) cargo test
 
 interop:
 	cargo build
