@@ -33,8 +33,11 @@ model:
 
 test: unit interop
 
+# Every test against a real PostgreSQL too: the store suite, and the tools end to end.
 unit: model
-	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) cargo test
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh sh -c '\
+	  cargo test --features postgres && \
+	  MCP_MEMORY_TEST_STORE=postgres cargo test --features postgres --test tools'
 
 interop:
 	cargo build

@@ -25,9 +25,11 @@ pub struct App {
 impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
-    pub fn build(config: Config) -> Result<App, BootError> {
+    pub async fn build(config: Config) -> Result<App, BootError> {
         let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
-        let store = store::open(&config.store, embedder.dimension()).map_err(BootError::Store)?;
+        let store = store::open(&config.store, embedder.dimension())
+            .await
+            .map_err(BootError::Store)?;
         Ok(App {
             memories: Memories {
                 store,

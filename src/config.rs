@@ -10,6 +10,12 @@ use std::path::PathBuf;
 pub enum StoreConfig {
     #[cfg(feature = "sqlite")]
     Sqlite { path: PathBuf },
+    /// The URL holds credentials: never print it.
+    #[cfg(feature = "postgres")]
+    Postgres {
+        url: String,
+        pool: crate::store::postgres::PoolSettings,
+    },
 }
 
 /// Which embedder serves this process.
@@ -173,11 +179,7 @@ fn store(
             return Err(unavailable("DATABASE_URL selects SQLite", "sqlite", false));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Err(unavailable(
-                "DATABASE_URL selects PostgreSQL",
-                "postgres",
-                cfg!(feature = "postgres"),
-            ));
+            return postgres(url, get);
         }
         // Only the scheme: the rest may hold a password.
         let scheme = url.split(':').next().unwrap_or_default();
@@ -202,6 +204,36 @@ fn store(
             cfg!(feature = "s3"),
         )),
     }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<StoreConfig, String> {
+    let max_connections = match get("DATABASE_POOL_SIZE") {
+        None => 10,
+        Some(raw) => positive(&raw, "DATABASE_POOL_SIZE")?
+            .try_into()
+            .map_err(|_| format!("DATABASE_POOL_SIZE is too large, got \"{raw}\""))?,
+    };
+    let statement_timeout_ms = match get("DATABASE_STATEMENT_TIMEOUT_MS") {
+        None => 10_000,
+        Some(raw) => positive(&raw, "DATABASE_STATEMENT_TIMEOUT_MS")? as u64,
+    };
+    Ok(StoreConfig::Postgres {
+        url,
+        pool: crate::store::postgres::PoolSettings {
+            max_connections,
+            statement_timeout_ms,
+        },
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(_: String, _: &impl Fn(&str) -> Option<String>) -> Result<StoreConfig, String> {
+    Err(unavailable(
+        "DATABASE_URL selects PostgreSQL",
+        "postgres",
+        false,
+    ))
 }
 
 fn embedder(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
@@ -316,6 +348,8 @@ mod tests {
     }
 
     #[test]
+    // Without the postgres feature the store pattern below cannot fail.
+    #[allow(irrefutable_let_patterns)]
     fn defaults() {
         let c = with(&[]).unwrap();
         assert_eq!(c.port, 3000);
@@ -336,7 +370,9 @@ mod tests {
             (model.as_str(), dimension),
             ("text-embedding-3-small", 1536)
         );
-        let StoreConfig::Sqlite { path } = c.store;
+        let StoreConfig::Sqlite { path } = c.store else {
+            panic!("not the SQLite store");
+        };
         assert_eq!(path, PathBuf::from("/tmp/m.db"));
     }
 
@@ -387,10 +423,13 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(only_vector, "STATE_BUCKET is required");
-        let pg = with(&[("DATABASE_URL", "postgres://u:hunter2@db/x")])
-            .err()
-            .unwrap();
-        assert!(pg.contains("PostgreSQL") && !pg.contains("hunter2"), "{pg}");
+        let pg = with(&[("DATABASE_URL", "postgres://u:hunter2@db/x")]);
+        if cfg!(feature = "postgres") {
+            assert!(pg.is_ok());
+        } else {
+            let pg = pg.err().unwrap();
+            assert!(pg.contains("PostgreSQL") && !pg.contains("hunter2"), "{pg}");
+        }
         let odd = with(&[("DATABASE_URL", "mysql://u:hunter2@db/x")])
             .err()
             .unwrap();

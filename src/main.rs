@@ -21,7 +21,7 @@ async fn main() -> ExitCode {
         eprintln!("warning: {warning}");
     }
     let address = (config.host, config.port);
-    let app = match App::build(config) {
+    let app = match App::build(config).await {
         Ok(app) => Arc::new(app),
         Err(e) => {
             eprintln!("{e}");

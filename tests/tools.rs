@@ -506,6 +506,55 @@ async fn a_failing_embedding_service_is_a_readable_tool_error() {
 }
 
 #[tokio::test]
+async fn every_kind_of_embedding_failure_is_named_and_never_leaks_the_key() {
+    let s = TestServer::start().await;
+    let zero = format!("{{\"data\":[{{\"embedding\":{:?}}}]}}", vec![0.0; 64]);
+    let cases = [
+        ("not json", "the embedding service returned invalid JSON"),
+        (
+            "{}",
+            "the embedding service returned a response with no embedding in it",
+        ),
+        (
+            "{\"data\":[]}",
+            "the embedding service returned a response with no embedding in it",
+        ),
+        (
+            "{\"data\":[{\"embedding\":\"nope\"}]}",
+            "the embedding service returned a response with no embedding in it",
+        ),
+        (
+            zero.as_str(),
+            "the embedding service returned an all-zero vector",
+        ),
+    ];
+    for (body, expected) in cases {
+        s.stub.answer_with(Some(body));
+        let (text, is_error) = s.call(ACME, "recall", json!({"query": "deploy"})).await;
+        assert!(is_error);
+        assert_eq!(
+            text,
+            format!("Error: the memory store could not complete this request — {expected}")
+        );
+    }
+    s.stub.answer_with(None);
+
+    // An endpoint nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}/v1");
+    let unreachable = TestServer::start_with(&[("EMBEDDING_BASE_URL", &url)]).await;
+    let (text, is_error) = unreachable
+        .call(ACME, "remember", json!({"content": DEPLOY}))
+        .await;
+    assert!(is_error);
+    assert!(text.starts_with("Error: the memory store could not complete this request — could not reach the embedding service — "), "{text}");
+    assert!(!text.contains("test-key") && !text.contains(&url), "{text}");
+}
+
+#[tokio::test]
 async fn an_embedding_of_the_wrong_width_is_refused_and_explained() {
     let s = TestServer::start_with(&[("EMBEDDING_DIM", "32")]).await;
     let (text, is_error) = s.call(ACME, "remember", json!({"content": DEPLOY})).await;

@@ -11,6 +11,8 @@ use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[cfg(test)]
 pub mod in_memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(test)]
@@ -104,14 +106,24 @@ pub trait MemoryStore: Send + Sync {
 }
 
 /// Opens the configured store; `dimension` is the embedder's, which stored vectors must match.
-// Builds whose only stores are still to come (postgres, s3) have nothing to open yet.
-#[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
-pub fn open(config: &StoreConfig, dimension: usize) -> Result<Arc<dyn MemoryStore>, StoreError> {
+// Builds whose only store is still to come (s3) have nothing to open yet.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables)
+)]
+pub async fn open(
+    config: &StoreConfig,
+    dimension: usize,
+) -> Result<Arc<dyn MemoryStore>, StoreError> {
     match *config {
         #[cfg(feature = "sqlite")]
         StoreConfig::Sqlite { ref path } => {
             Ok(Arc::new(sqlite::SqliteStore::open(path, dimension)?))
         }
+        #[cfg(feature = "postgres")]
+        StoreConfig::Postgres { ref url, ref pool } => Ok(Arc::new(
+            postgres::PostgresStore::open(url, dimension, pool).await?,
+        )),
     }
 }
 

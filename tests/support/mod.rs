@@ -47,34 +47,52 @@ pub fn fake_vector(text: &str) -> Vec<f64> {
     sum.iter().map(|x| x / norm).collect()
 }
 
-/// An OpenAI-compatible `/v1/embeddings`; `fail_with` makes it answer that status.
+/// An OpenAI-compatible `/v1/embeddings`; `fail_with` makes it answer that status, and
+/// `answer_with` makes it answer 200 with a given body instead of an embedding.
 #[derive(Clone)]
 pub struct EmbeddingStub {
     pub base_url: String,
     fail_with: Arc<AtomicU16>,
+    answer: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl EmbeddingStub {
     pub async fn start() -> EmbeddingStub {
         let fail_with = Arc::new(AtomicU16::new(0));
+        let answer = Arc::new(std::sync::Mutex::new(None));
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(embed))
-            .with_state(Arc::clone(&fail_with));
+            .with_state((Arc::clone(&fail_with), Arc::clone(&answer)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         EmbeddingStub {
             base_url: format!("http://{addr}/v1"),
             fail_with,
+            answer,
         }
     }
 
     pub fn fail_with(&self, status: u16) {
         self.fail_with.store(status, Ordering::SeqCst);
     }
+
+    pub fn answer_with(&self, body: Option<&str>) {
+        *self.answer.lock().unwrap() = body.map(str::to_owned);
+    }
 }
 
-async fn embed(State(fail_with): State<Arc<AtomicU16>>, Json(body): Json<Value>) -> Response {
+type StubState = (Arc<AtomicU16>, Arc<std::sync::Mutex<Option<String>>>);
+
+async fn embed(
+    State((fail_with, answer)): State<StubState>,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    // The request shape of BEHAVIOR.md §6.2: bearer key, model and input, no dimensions.
+    assert_eq!(headers["authorization"], "Bearer test-key");
+    assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+    assert!(body["model"].is_string());
     let status = fail_with.load(Ordering::SeqCst);
     if status != 0 {
         return (
@@ -82,6 +100,9 @@ async fn embed(State(fail_with): State<Arc<AtomicU16>>, Json(body): Json<Value>)
             "upstream is overloaded",
         )
             .into_response();
+    }
+    if let Some(answer) = answer.lock().unwrap().clone() {
+        return (StatusCode::OK, answer).into_response();
     }
     let text = body["input"].as_str().unwrap_or_default();
     Json(json!({"data": [{"embedding": fake_vector(text)}]})).into_response()
@@ -103,7 +124,29 @@ pub fn base_env(stub: &EmbeddingStub, db: &std::path::Path) -> HashMap<String, S
     .collect()
 }
 
-/// The real router with a SQLite file, on 127.0.0.1:0.
+/// A fresh database on the test server (TEST_DATABASE_URL), for MCP_MEMORY_TEST_STORE=postgres.
+#[cfg(feature = "postgres")]
+async fn postgres_database() -> String {
+    use sqlx::Connection;
+    let url = std::env::var("TEST_DATABASE_URL").expect("TEST_DATABASE_URL: run `make test`");
+    let name = format!(
+        "t_{}",
+        mcp_memory::memory::new_id(mcp_memory::memory::now_ms()).to_lowercase()
+    );
+    let mut admin = sqlx::postgres::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    format!("{}/{name}", url.rsplit_once('/').unwrap().0)
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_database() -> String {
+    panic!("MCP_MEMORY_TEST_STORE=postgres needs --features postgres")
+}
+
+/// The real router with a SQLite file (or PostgreSQL, see above), on 127.0.0.1:0.
 pub struct TestServer {
     pub url: String,
     pub stub: EmbeddingStub,
@@ -120,11 +163,14 @@ impl TestServer {
         let stub = EmbeddingStub::start().await;
         let dir = tempfile::tempdir().unwrap();
         let mut env = base_env(&stub, &dir.path().join("memory.db"));
+        if std::env::var("MCP_MEMORY_TEST_STORE").as_deref() == Ok("postgres") {
+            env.insert("DATABASE_URL".into(), postgres_database().await);
+        }
         for (k, v) in extra {
             env.insert((*k).to_owned(), (*v).to_owned());
         }
         let config = mcp_memory::config::Config::from_vars(|k| env.get(k).cloned()).unwrap();
-        let app = Arc::new(mcp_memory::app::App::build(config).unwrap());
+        let app = Arc::new(mcp_memory::app::App::build(config).await.unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         tokio::spawn(async move {

@@ -1,0 +1,380 @@
+//! The on-premises store: one native `memories` table in PostgreSQL with pgvector
+//! (BEHAVIOR.md §8, DESIGN.md §5). The tenant and the request's visibility are in every
+//! statement; counters live in the row and move by one atomic UPDATE; the schema is
+//! created (and a v0.8 database migrated) at boot under an advisory lock, so replicas
+//! starting together do not race.
+
+mod legacy;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, Row};
+
+use super::{Counts, MemoryStore, Remembered, StoreError};
+use crate::dedup;
+use crate::memory::{Conversation, Hit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+
+/// Serialises schema work across every replica booting at once.
+const SCHEMA_LOCK: i64 = 7_304_592_118_001;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS memories (
+       tenant_id        text NOT NULL,
+       id               text COLLATE \"C\" NOT NULL,
+       content          text NOT NULL,
+       memory_type      text NOT NULL CHECK (memory_type IN ('project','pattern','reference','conversation')),
+       category         text,
+       tags             text[] NOT NULL DEFAULT '{}',
+       created_at       timestamptz NOT NULL,
+       scope            text NOT NULL DEFAULT 'project' CHECK (scope IN ('project','conversation')),
+       conversation     text,
+       trust_base       double precision NOT NULL DEFAULT 1,
+       embedding        vector NOT NULL,
+       access_count     bigint NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+       last_accessed_at timestamptz,
+       PRIMARY KEY (tenant_id, id),
+       CHECK (scope = 'project' OR conversation IS NOT NULL)
+     )",
+    "CREATE INDEX IF NOT EXISTS memories_recent_idx
+       ON memories (tenant_id, created_at DESC, id DESC)",
+    "CREATE INDEX IF NOT EXISTS memories_type_recent_idx
+       ON memories (tenant_id, memory_type, created_at DESC, id DESC)",
+];
+
+/// `$2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
+const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2))";
+/// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).
+const COLUMNS: &str = "id, content, memory_type, category, tags, \
+     (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, scope, conversation, trust_base, \
+     access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms";
+
+/// How the pool behaves; see the README's PostgreSQL section.
+pub struct PoolSettings {
+    pub max_connections: u32,
+    pub statement_timeout_ms: u64,
+}
+
+pub struct PostgresStore {
+    pool: PgPool,
+    location: String,
+}
+
+fn failed(e: sqlx::Error) -> StoreError {
+    StoreError::Failed(format!("PostgreSQL: {e}"))
+}
+
+/// pgvector's text form, `[1,-0.5,2e-7]`; Display of f32 round-trips exactly.
+fn vector_literal(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(f32::to_string).collect();
+    format!("[{}]", parts.join(","))
+}
+
+impl PostgresStore {
+    /// Connects, creates or migrates the schema, and checks that stored vectors have the
+    /// width this deployment embeds with — before the port is bound.
+    pub async fn open(
+        url: &str,
+        dimension: usize,
+        settings: &PoolSettings,
+    ) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|_| StoreError::Failed("DATABASE_URL is not a valid PostgreSQL URL".into()))?;
+        let location = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("postgres")
+        );
+        let options = options.options([(
+            "statement_timeout",
+            settings.statement_timeout_ms.to_string(),
+        )]);
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                StoreError::Failed(format!("cannot connect to PostgreSQL at {location}: {e}"))
+            })?;
+        let store = PostgresStore { pool, location };
+        if let Err(e) = store.ensure_schema(dimension).await {
+            store.pool.close().await;
+            return Err(e);
+        }
+        Ok(store)
+    }
+
+    async fn ensure_schema(&self, dimension: usize) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        let mut tx = conn.begin().await.map_err(failed)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(SCHEMA_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let has_vector = sqlx::query("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(failed)?
+            .is_some();
+        if !has_vector {
+            sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| {
+                    StoreError::Failed(format!(
+                        "the pgvector extension is not installed and this role may not create it: \
+                         run `CREATE EXTENSION vector;` in database {} as a superuser, or use an \
+                         image that ships it (pgvector/pgvector) — {e}",
+                        self.location
+                    ))
+                })?;
+        }
+        if legacy::present(&mut tx).await.map_err(failed)? {
+            let moved = legacy::migrate(&mut tx, SCHEMA).await?;
+            println!("store: migrated {moved} memories from the v0.8 layout into the native table");
+        }
+        for statement in SCHEMA {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
+        let stored: Option<i32> =
+            sqlx::query_scalar("SELECT vector_dims(embedding) FROM memories LIMIT 1")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(failed)?;
+        if let Some(width) = stored.filter(|w| *w as usize != dimension) {
+            return Err(StoreError::Dimension(format!(
+                "the memories in {} are {width}-dimensional but EMBEDDING_DIM is {dimension}; \
+                 use the model they were stored with, or re-embed them (or start from a fresh \
+                 database) before changing models — nothing was altered",
+                self.location
+            )));
+        }
+        tx.commit().await.map_err(failed)
+    }
+}
+
+fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
+    let memory_type: String = row.try_get("memory_type")?;
+    let scope: String = row.try_get("scope")?;
+    Ok(Memory {
+        id: row.try_get("id")?,
+        content: row.try_get("content")?,
+        memory_type: MemoryType::parse(&memory_type).unwrap_or(MemoryType::Project),
+        category: row
+            .try_get::<Option<String>, _>("category")?
+            .filter(|c| !c.is_empty()),
+        tags: row.try_get("tags")?,
+        created_at: row.try_get("created_ms")?,
+        scope: Scope::parse(&scope).unwrap_or(Scope::Project),
+        conversation: row
+            .try_get::<Option<String>, _>("conversation")?
+            .map(Conversation::new_unchecked),
+        trust_base: row.try_get("trust_base")?,
+        access_count: row.try_get::<i64, _>("access_count")?.max(0) as u64,
+        last_accessed_at: row.try_get("last_accessed_ms")?,
+    })
+}
+
+fn conversation_of(v: &Visibility) -> Option<&str> {
+    v.conversation.as_ref().map(Conversation::as_str)
+}
+
+async fn nearest_in<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    tenant: &Tenant,
+    visibility: &Visibility,
+    embedding: &str,
+    k: usize,
+) -> Result<Vec<Hit>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS}, embedding <=> $3::vector AS distance FROM memories \
+         WHERE tenant_id = $1 AND {VISIBLE} ORDER BY embedding <=> $3::vector LIMIT $4"
+    ))
+    .bind(tenant.as_str())
+    .bind(conversation_of(visibility))
+    .bind(embedding)
+    .bind(k as i64)
+    .fetch_all(executor)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let distance: Option<f64> = row.try_get("distance")?;
+            Ok(Hit {
+                memory: memory_from_row(row)?,
+                similarity: 1.0 - distance.filter(|d| d.is_finite()).unwrap_or(1.0),
+            })
+        })
+        .collect()
+}
+
+#[async_trait]
+impl MemoryStore for PostgresStore {
+    async fn remember(
+        &self,
+        tenant: &Tenant,
+        memory: NewMemory,
+        embedding: &[f32],
+        dedup_scope: &Visibility,
+    ) -> Result<Remembered, StoreError> {
+        let vector = vector_literal(embedding);
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        // One writer per tenant at a time, across replicas, for check-then-insert.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('mcp-memory:' || $1, 0))")
+            .bind(tenant.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let neighbours = nearest_in(&mut *tx, tenant, dedup_scope, &vector, dedup::NEIGHBOURS)
+            .await
+            .map_err(failed)?;
+        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+        }
+        sqlx::query(
+            "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
+             scope, conversation, trust_base, embedding) VALUES ($1, $2, $3, $4, $5, $6, \
+             to_timestamp($7::double precision / 1000), $8, $9, 1, $10::vector)",
+        )
+        .bind(tenant.as_str())
+        .bind(&memory.id)
+        .bind(&memory.content)
+        .bind(memory.memory_type.as_str())
+        .bind(memory.category.as_deref())
+        .bind(&memory.tags)
+        .bind(memory.created_at as f64)
+        .bind(memory.scope.as_str())
+        .bind(memory.conversation.as_ref().map(Conversation::as_str))
+        .bind(&vector)
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(Remembered::Stored(memory.into_memory()))
+    }
+
+    async fn nearest(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        nearest_in(
+            &self.pool,
+            tenant,
+            visibility,
+            &vector_literal(embedding),
+            k,
+        )
+        .await
+        .map_err(failed)
+    }
+
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        memory_type: Option<MemoryType>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
+             AND ($3::text IS NULL OR memory_type = $3) \
+             ORDER BY created_at DESC, id DESC LIMIT $4"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .bind(memory_type.map(MemoryType::as_str))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        rows.iter()
+            .map(|r| memory_from_row(r).map_err(failed))
+            .collect()
+    }
+
+    async fn delete(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let deleted = sqlx::query(&format!(
+            "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(failed)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn count_by_type(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+    ) -> Result<Counts, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "SELECT memory_type, count(*) FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
+             GROUP BY memory_type"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        Ok(Counts::from_tallies(rows.into_iter().map(|(t, n)| {
+            (
+                MemoryType::parse(&t).unwrap_or(MemoryType::Project),
+                n.max(0) as u64,
+            )
+        })))
+    }
+
+    async fn record_access(
+        &self,
+        tenant: &Tenant,
+        ids: &[String],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE memories SET access_count = access_count + 1, last_accessed_at = \
+             GREATEST(COALESCE(last_accessed_at, '-infinity'::timestamptz), \
+             to_timestamp($3::double precision / 1000)) \
+             WHERE tenant_id = $1 AND id = ANY($2::text[])",
+        )
+        .bind(tenant.as_str())
+        .bind(ids)
+        .bind(at as f64)
+        .execute(&self.pool)
+        .await
+        .map_err(failed)?;
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.pool.close().await;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres at {}", self.location)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,345 @@
+//! The PostgreSQL store against a real server (TEST_DATABASE_URL, started by `make test`):
+//! the shared suite, then what only a shared database can get wrong — concurrent writers,
+//! replicas booting together, the v0.8 migration, refusals at boot, dropped connections.
+
+use std::sync::Arc;
+
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+use super::{PoolSettings, PostgresStore};
+
+const SETTINGS: PoolSettings = PoolSettings {
+    max_connections: 4,
+    statement_timeout_ms: 10_000,
+};
+
+fn server_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .expect("TEST_DATABASE_URL is not set: run `make test`, which starts PostgreSQL")
+}
+
+/// A fresh, empty database on the test server; returns its URL.
+pub(crate) async fn fresh_database() -> String {
+    let url = server_url();
+    let name = format!(
+        "t_{}",
+        crate::memory::new_id(crate::memory::now_ms()).to_lowercase()
+    );
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+async fn fresh() -> PostgresStore {
+    PostgresStore::open(&fresh_database().await, 8, &SETTINGS)
+        .await
+        .unwrap()
+}
+
+crate::store::suite::store_suite!(fresh().await);
+
+#[tokio::test]
+async fn concurrent_identical_remembers_store_one_memory() {
+    let url = fresh_database().await;
+    let store = Arc::new(PostgresStore::open(&url, 8, &SETTINGS).await.unwrap());
+    // Separate pools stand for separate replicas.
+    let other = Arc::new(PostgresStore::open(&url, 8, &SETTINGS).await.unwrap());
+    let mut writers = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let store = if i % 2 == 0 {
+            Arc::clone(&store)
+        } else {
+            Arc::clone(&other)
+        };
+        writers.spawn(async move {
+            let m = note(
+                "the release train leaves on thursdays",
+                T0 + i,
+                Scope::Project,
+                None,
+            );
+            store
+                .remember(&tenant("acme"), m, &direction(0, 0.0), &seen_from(None))
+                .await
+                .unwrap()
+        });
+    }
+    let mut stored = 0;
+    while let Some(outcome) = writers.join_next().await {
+        if matches!(outcome.unwrap(), Remembered::Stored(_)) {
+            stored += 1;
+        }
+    }
+    assert_eq!(stored, 1);
+    let counts = store
+        .count_by_type(&tenant("acme"), &seen_from(None))
+        .await
+        .unwrap();
+    assert_eq!(counts.total, 1);
+}
+
+#[tokio::test]
+async fn replicas_booting_together_create_one_schema_and_both_serve() {
+    let url = fresh_database().await;
+    let (a, b) = tokio::join!(
+        PostgresStore::open(&url, 8, &SETTINGS),
+        PostgresStore::open(&url, 8, &SETTINGS)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    store_one(
+        &a,
+        "acme",
+        note("from a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    store_one(
+        &b,
+        "acme",
+        note("from b", T0 + 1, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    assert_eq!(
+        a.count_by_type(&tenant("acme"), &seen_from(None))
+            .await
+            .unwrap()
+            .total,
+        2
+    );
+    // Opening again changes nothing.
+    let c = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    assert_eq!(
+        c.list(&tenant("acme"), &seen_from(None), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn stored_vectors_of_another_width_are_refused_untouched() {
+    let url = fresh_database().await;
+    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    store_one(
+        &store,
+        "acme",
+        note("kept", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let err = PostgresStore::open(&url, 16, &SETTINGS)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("8-dimensional") && err.contains("EMBEDDING_DIM is 16"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("postgres@"),
+        "the URL's user must not leak: {err}"
+    );
+    let again = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    assert_eq!(
+        again
+            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .await
+            .unwrap()[0]
+            .content,
+        "kept"
+    );
+}
+
+#[tokio::test]
+async fn a_role_that_cannot_create_the_extension_is_told_what_to_run() {
+    let url = fresh_database().await;
+    let role = format!(
+        "r_{}",
+        crate::memory::new_id(crate::memory::now_ms()).to_lowercase()
+    );
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT CREATE ON SCHEMA public TO {role}"),
+    ] {
+        sqlx::query(&statement).execute(&mut admin).await.unwrap();
+    }
+    let limited = url.replacen("postgres@", &format!("{role}@"), 1);
+    let err = PostgresStore::open(&limited, 8, &SETTINGS)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("CREATE EXTENSION vector") && err.contains("superuser"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_without_credentials() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("postgres://someone:hunter2@{closed}/memories");
+    let err = PostgresStore::open(&url, 8, &SETTINGS)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains(&format!("{closed}/memories")), "{err}");
+    assert!(
+        !err.contains("hunter2") && !err.contains("someone"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_an_error_and_the_next_request_works() {
+    let url = fresh_database().await;
+    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let kept = store_one(
+        &store,
+        "acme",
+        note("survives", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let database = url.rsplit_once('/').unwrap().1.to_owned();
+    let mut admin = PgConnection::connect(&server_url()).await.unwrap();
+    let mut errors = 0;
+    for round in 0..6 {
+        if round % 2 == 0 {
+            sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()")
+                .bind(&database)
+                .execute(&mut admin)
+                .await
+                .unwrap();
+        }
+        if store
+            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .await
+            .is_err()
+        {
+            errors += 1;
+        }
+    }
+    // However many calls failed, the pool recovers and nothing written is lost.
+    assert!(errors < 6);
+    let listed = store
+        .list(&tenant("acme"), &seen_from(None), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed, vec![kept]);
+}
+
+#[tokio::test]
+async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
+    let url = fresh_database().await;
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    let metadata = |content: &str, extra: serde_json::Value| {
+        let mut m = serde_json::json!({"tenantId": "acme", "memoryType": "pattern", "content": content,
+                                       "createdAt": "2026-05-01T10:00:00.000Z", "trustBase": 1});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        m.to_string()
+    };
+    let shard =
+        r#"{"01JV0000000000000000000001":{"access":2,"lastAt":"2026-06-02T00:00:00.000Z"}}"#;
+    let merged = r#"{"counts":{"01JV0000000000000000000001":{"access":3,"lastAt":"2026-06-01T00:00:00.000Z"}},"watermark":"01JV1-pod.json"}"#;
+    for statement in [
+        "CREATE EXTENSION IF NOT EXISTS vector".to_owned(),
+        "CREATE TABLE memories (tenant_id text NOT NULL, id text NOT NULL, embedding vector NOT NULL, \
+         metadata jsonb NOT NULL, PRIMARY KEY (tenant_id, id))".to_owned(),
+        "CREATE SEQUENCE objects_version".to_owned(),
+        "CREATE TABLE objects (key text COLLATE \"C\" PRIMARY KEY, body text NOT NULL, \
+         version bigint NOT NULL DEFAULT nextval('objects_version'), updated_at timestamptz NOT NULL DEFAULT now())".to_owned(),
+        format!("INSERT INTO memories VALUES ('acme', '01JV0000000000000000000001', '[1,0,0,0,0,0,0,0]', '{}')",
+                metadata("use pnpm", serde_json::json!({"category": "convention", "tags": ["node"]}))),
+        format!("INSERT INTO memories VALUES ('acme', '01JV0000000000000000000002', '[0,1,0,0,0,0,0,0]', '{}')",
+                metadata("thread note", serde_json::json!({"scope": "conversation", "conversation": "chat:1"}))),
+        format!("INSERT INTO memories VALUES ('globex', '01JV0000000000000000000003', '[0,0,1,0,0,0,0,0]', '{}')",
+                metadata("other tenant", serde_json::json!({"tenantId": "globex", "memoryType": "reference"}))),
+        format!("INSERT INTO objects (key, body) VALUES ('stats/acme/merged.json', '{merged}')"),
+        format!("INSERT INTO objects (key, body) VALUES ('stats/acme/shard/01JV0-pod.json', '{shard}')"),
+        format!("INSERT INTO objects (key, body) VALUES ('stats/acme/shard/01JV2-pod.json', '{shard}')"),
+        "INSERT INTO objects (key, body) VALUES ('index/acme/ZZZ#01JV0000000000000000000001#pattern', '')".to_owned(),
+    ] {
+        sqlx::query(&statement).execute(&mut db).await.unwrap();
+    }
+
+    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let acme = store
+        .list(&tenant("acme"), &seen_from(Some("chat:1")), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(acme.len(), 2);
+    let pnpm = acme.iter().find(|m| m.content == "use pnpm").unwrap();
+    assert_eq!(pnpm.memory_type, MemoryType::Pattern);
+    assert_eq!(pnpm.category.as_deref(), Some("convention"));
+    assert_eq!(pnpm.tags, ["node"]);
+    assert_eq!(
+        crate::memory::iso(pnpm.created_at),
+        "2026-05-01T10:00:00.000Z"
+    );
+    // merged 3 + the shard above the watermark 2; the one below it is already inside.
+    assert_eq!(pnpm.access_count, 5);
+    assert_eq!(
+        pnpm.last_accessed_at.map(crate::memory::iso).as_deref(),
+        Some("2026-06-02T00:00:00.000Z")
+    );
+    let note = acme.iter().find(|m| m.content == "thread note").unwrap();
+    assert_eq!(
+        (note.scope, note.conversation.as_ref().map(|c| c.as_str())),
+        (Scope::Conversation, Some("chat:1"))
+    );
+    assert!(
+        store
+            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .await
+            .unwrap()
+            .len()
+            == 1
+    );
+    let globex = store
+        .list(&tenant("globex"), &seen_from(None), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(globex[0].memory_type, MemoryType::Reference);
+    // The embedding came along: nearest finds the memory by its own vector.
+    let hits = store
+        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 1)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].memory.content, "use pnpm");
+    assert!((hits[0].similarity - 1.0).abs() < 1e-6);
+
+    let leftovers: Vec<(String,)> = sqlx::query_as(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() \
+         AND table_name IN ('objects', 'memories_v08')",
+    )
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A second boot finds the native table and migrates nothing.
+    PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    assert_eq!(
+        store
+            .count_by_type(&tenant("acme"), &seen_from(Some("chat:1")))
+            .await
+            .unwrap()
+            .total,
+        2
+    );
+}
