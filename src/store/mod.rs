@@ -90,10 +90,12 @@ pub trait MemoryStore: Send + Sync {
         visibility: &Visibility,
     ) -> Result<Counts, StoreError>;
 
-    /// One access for each id, at `at` (ms). The only update a stored memory ever gets.
+    /// One access for each visible id, at `at` (ms). The only update a stored memory ever
+    /// gets.
     async fn record_access(
         &self,
         tenant: &Tenant,
+        visibility: &Visibility,
         ids: &[String],
         at: i64,
     ) -> Result<(), StoreError>;

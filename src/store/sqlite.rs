@@ -296,6 +296,7 @@ impl MemoryStore for SqliteStore {
     async fn record_access(
         &self,
         tenant: &Tenant,
+        visibility: &Visibility,
         ids: &[String],
         at: i64,
     ) -> Result<(), StoreError> {
@@ -303,17 +304,18 @@ impl MemoryStore for SqliteStore {
             return Ok(());
         }
         let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
         let ids = ids.to_vec();
         self.with_conn(move |conn| {
             let tx = conn.transaction()?;
             {
-                let mut stmt = tx.prepare_cached(
+                let mut stmt = tx.prepare_cached(&format!(
                     "UPDATE memories SET access_count = access_count + 1, \
-                     last_accessed_at = max(coalesce(last_accessed_at, ?3), ?3) \
-                     WHERE tenant_id = ?1 AND id = ?2",
-                )?;
+                     last_accessed_at = max(coalesce(last_accessed_at, ?4), ?4) \
+                     WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"
+                ))?;
                 for id in &ids {
-                    stmt.execute(params![tenant, id, at])?;
+                    stmt.execute(params![tenant, seen, id, at])?;
                 }
             }
             tx.commit()

@@ -119,7 +119,12 @@ macro_rules! store_suite {
             assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
             assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
             store
-                .record_access(&other, std::slice::from_ref(&theirs.id), T0 + 5)
+                .record_access(
+                    &other,
+                    &seen_from(None),
+                    std::slice::from_ref(&theirs.id),
+                    T0 + 5,
+                )
                 .await
                 .unwrap();
             let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
@@ -386,14 +391,52 @@ macro_rules! store_suite {
             )
             .await;
             store
-                .record_access(&acme, &[a.id.clone(), b.id.clone()], T0 + 100)
+                .record_access(
+                    &acme,
+                    &seen_from(None),
+                    &[a.id.clone(), b.id.clone()],
+                    T0 + 100,
+                )
                 .await
                 .unwrap();
             store
-                .record_access(&acme, std::slice::from_ref(&a.id), T0 + 50)
+                .record_access(
+                    &acme,
+                    &seen_from(None),
+                    std::slice::from_ref(&a.id),
+                    T0 + 50,
+                )
                 .await
                 .unwrap();
-            store.record_access(&acme, &[], T0 + 500).await.unwrap();
+            store
+                .record_access(&acme, &seen_from(None), &[], T0 + 500)
+                .await
+                .unwrap();
+            // Another conversation's note is not counted for a caller who cannot see it.
+            let note = store_one(
+                &store,
+                "acme",
+                note("c", T0 + 2, Scope::Conversation, Some("chat:1")),
+                &direction(2, 0.0),
+            )
+            .await;
+            store
+                .record_access(
+                    &acme,
+                    &seen_from(Some("chat:2")),
+                    std::slice::from_ref(&note.id),
+                    T0 + 600,
+                )
+                .await
+                .unwrap();
+            let own = store
+                .list(&acme, &seen_from(Some("chat:1")), None, 10)
+                .await
+                .unwrap();
+            assert_eq!(
+                own.iter().find(|m| m.id == note.id).unwrap().access_count,
+                0
+            );
             let listed = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
             let a_now = listed.iter().find(|m| m.id == a.id).unwrap();
             let b_now = listed.iter().find(|m| m.id == b.id).unwrap();

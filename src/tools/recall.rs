@@ -56,7 +56,10 @@ pub(super) async fn run(
         .iter()
         .map(|r| r.memory.id.clone())
         .collect();
-    memories.store.record_access(&ctx.tenant, &ids, now).await?;
+    memories
+        .store
+        .record_access(&ctx.tenant, &visibility, &ids, now)
+        .await?;
 
     let n = ranking.results.len() as u64;
     let guidance = match ranking.confidence {

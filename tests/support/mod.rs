@@ -2,6 +2,8 @@
 //! of BEHAVIOR.md §15.1, the real router on 127.0.0.1:0, and a small MCP client.
 #![allow(dead_code)] // each test crate uses its own part of this module
 
+pub mod process;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -126,7 +128,7 @@ pub fn base_env(stub: &EmbeddingStub, db: &std::path::Path) -> HashMap<String, S
 
 /// A fresh database on the test server (TEST_DATABASE_URL), for MCP_MEMORY_TEST_STORE=postgres.
 #[cfg(feature = "postgres")]
-async fn postgres_database() -> String {
+pub async fn postgres_database() -> String {
     use sqlx::Connection;
     let url = std::env::var("TEST_DATABASE_URL").expect("TEST_DATABASE_URL: run `make test`");
     let name = format!(
@@ -142,7 +144,7 @@ async fn postgres_database() -> String {
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres_database() -> String {
+pub async fn postgres_database() -> String {
     panic!("MCP_MEMORY_TEST_STORE=postgres needs --features postgres")
 }
 

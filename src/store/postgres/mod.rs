@@ -345,19 +345,21 @@ impl MemoryStore for PostgresStore {
     async fn record_access(
         &self,
         tenant: &Tenant,
+        visibility: &Visibility,
         ids: &[String],
         at: i64,
     ) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
-        sqlx::query(
+        sqlx::query(&format!(
             "UPDATE memories SET access_count = access_count + 1, last_accessed_at = \
              GREATEST(COALESCE(last_accessed_at, '-infinity'::timestamptz), \
-             to_timestamp($3::double precision / 1000)) \
-             WHERE tenant_id = $1 AND id = ANY($2::text[])",
-        )
+             to_timestamp($4::double precision / 1000)) \
+             WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($3::text[])"
+        ))
         .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
         .bind(ids)
         .bind(at as f64)
         .execute(&self.pool)

@@ -1,0 +1,141 @@
+//! The binary on PostgreSQL as operators run it: replicas booting together on an empty
+//! database, and the database restarting under a stream of requests.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::json;
+use support::process::start;
+use support::{EmbeddingStub, base_env, postgres_database};
+
+const ACME: &[(&str, &str)] = &[("x-tenant-id", "acme")];
+
+#[tokio::test]
+async fn two_servers_booting_together_share_one_schema() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = base_env(&stub, &dir.path().join("unused.db"));
+    a.insert("DATABASE_URL".into(), postgres_database().await);
+    let mut b = a.clone();
+    let (first, second) = tokio::join!(start(&mut a), start(&mut b));
+    let stored = first
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "replica one wrote this"}),
+        )
+        .await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    second
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "replica two wrote that"}),
+        )
+        .await;
+    for server in [&first, &second] {
+        let stats = server.call(ACME, "memory_stats", json!({})).await;
+        assert_eq!(stats, "[MEMORY] 2 memories for this project (project: 2).");
+    }
+    assert_eq!(first.terminate().await.code, Some(0));
+    assert_eq!(second.terminate().await.code, Some(0));
+}
+
+fn pg(command: &str, state: &Path) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh"))
+        .arg(command)
+        .env("PG_STATE", state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg.sh {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test]
+async fn a_database_restart_is_a_tool_error_and_service_resumes() {
+    // A server of its own: restarting the shared one would disturb the other tests.
+    let state = tempfile::tempdir().unwrap();
+    let state_link = state.path().join("pg");
+    let url = pg("start", &state_link);
+    let stub = EmbeddingStub::start().await;
+    let mut env = base_env(&stub, &state.path().join("unused.db"));
+    env.insert("DATABASE_URL".into(), url);
+    let server = start(&mut env).await;
+    for fact in [
+        "alpha release checklist",
+        "beta rollout owner",
+        "gamma incident runbook",
+    ] {
+        server
+            .call(ACME, "remember", json!({"content": fact}))
+            .await;
+    }
+
+    let restart = {
+        let link = state_link.clone();
+        tokio::task::spawn_blocking(move || pg("restart", &link))
+    };
+    let mut failures = Vec::new();
+    for i in 0..40 {
+        let (text, is_error) = server.call_tool(ACME, "list_memories", json!({})).await;
+        if is_error {
+            failures.push(text);
+        }
+        if i % 10 == 0 {
+            server
+                .call_tool(
+                    ACME,
+                    "remember",
+                    json!({"content": format!("written during the restart, try {i}")}),
+                )
+                .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    restart.await.unwrap();
+    for text in &failures {
+        assert!(
+            text.starts_with("Error: the memory store could not complete this request — "),
+            "{text}"
+        );
+    }
+
+    // Once the database is back, everything written before is there and writes work.
+    let mut listed = String::new();
+    for _ in 0..100 {
+        let (text, is_error) = server
+            .call_tool(ACME, "list_memories", json!({"limit": 50}))
+            .await;
+        if !is_error {
+            listed = text;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for fact in [
+        "alpha release checklist",
+        "beta rollout owner",
+        "gamma incident runbook",
+    ] {
+        assert!(
+            listed.contains(fact),
+            "{fact} is missing after the restart:\n{listed}"
+        );
+    }
+    let after = server
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "written after the restart"}),
+        )
+        .await;
+    assert!(after.starts_with("[MEMORY] Stored as "), "{after}");
+    assert_eq!(server.terminate().await.code, Some(0));
+    pg("stop", &state_link);
+}

@@ -1,0 +1,123 @@
+//! The real binary as a child process: started on a free loopback port, called over MCP,
+//! stopped with SIGTERM, with everything it printed collected.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+pub const BINARY: &str = env!("CARGO_BIN_EXE_mcp-memory");
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn command(env: &HashMap<String, String>) -> Command {
+    let mut cmd = Command::new(BINARY);
+    cmd.env_clear()
+        .envs(env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+pub struct Running {
+    pub url: String,
+    child: Child,
+    /// Every stdout line, collected until the process exits.
+    stdout: JoinHandle<Vec<String>>,
+}
+
+pub struct Exited {
+    pub code: Option<i32>,
+    pub stdout: Vec<String>,
+    pub stderr: String,
+}
+
+pub async fn start(env: &mut HashMap<String, String>) -> Running {
+    let port = free_port();
+    env.insert("PORT".into(), port.to_string());
+    env.insert("HOST".into(), "127.0.0.1".into());
+    let mut child = command(env).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stdout = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            all.push(line);
+        }
+        all
+    });
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..400 {
+        if reqwest::get(format!("{url}/health"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return Running { child, url, stdout };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the server never became healthy");
+}
+
+impl Running {
+    /// A tool call's text; see `call_tool` for the error flag too.
+    pub async fn call(&self, headers: &[(&str, &str)], tool: &str, args: Value) -> String {
+        self.call_tool(headers, tool, args).await.0
+    }
+
+    /// A tool call's text and error flag. Panics on anything but a tool result: a
+    /// dependency failure must never become a protocol error.
+    pub async fn call_tool(
+        &self,
+        headers: &[(&str, &str)],
+        tool: &str,
+        args: Value,
+    ) -> (String, bool) {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/mcp", self.url))
+            .header("content-type", "application/json")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}}));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let reply: Value = request.send().await.unwrap().json().await.unwrap();
+        let text = reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not a tool result: {reply}"))
+            .to_owned();
+        (text, reply["result"]["isError"] == true)
+    }
+
+    pub async fn terminate(mut self) -> Exited {
+        let pid = self.child.id().unwrap().to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = self.child.wait().await.unwrap();
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .await
+            .unwrap();
+        Exited {
+            code: status.code(),
+            stdout: self.stdout.await.unwrap(),
+            stderr,
+        }
+    }
+}
