@@ -130,6 +130,17 @@ pub async fn open(
 }
 
 impl Counts {
+    /// Builds counts from `(memory_type, count)` rows of a SQL `GROUP BY`; an unknown type
+    /// name counts as `project`, as a row with it would read.
+    pub fn from_type_names(rows: impl IntoIterator<Item = (String, i64)>) -> Counts {
+        Counts::from_tallies(rows.into_iter().map(|(t, n)| {
+            (
+                MemoryType::parse(&t).unwrap_or(MemoryType::Project),
+                n.max(0) as u64,
+            )
+        }))
+    }
+
     /// Builds counts from per-type tallies in any order.
     pub fn from_tallies(tallies: impl IntoIterator<Item = (MemoryType, u64)>) -> Counts {
         let mut by_type: Vec<(MemoryType, u64)> = Vec::new();

@@ -285,12 +285,7 @@ impl MemoryStore for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
             })
             .await?;
-        Ok(Counts::from_tallies(tallies.into_iter().map(|(t, n)| {
-            (
-                MemoryType::parse(&t).unwrap_or(MemoryType::Project),
-                n.max(0) as u64,
-            )
-        })))
+        Ok(Counts::from_type_names(tallies))
     }
 
     async fn record_access(

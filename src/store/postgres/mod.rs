@@ -194,9 +194,13 @@ async fn nearest_in<'e>(
     embedding: &str,
     k: usize,
 ) -> Result<Vec<Hit>, sqlx::Error> {
+    // Rank on the distance alone, then read the winners' columns: the scan over every
+    // visible row stays as lean as it can be.
     let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS}, embedding <=> $3::vector AS distance FROM memories \
-         WHERE tenant_id = $1 AND {VISIBLE} ORDER BY embedding <=> $3::vector LIMIT $4"
+        "SELECT {COLUMNS}, nearest.distance FROM (\
+           SELECT id, embedding <=> $3::vector AS distance FROM memories \
+           WHERE tenant_id = $1 AND {VISIBLE} ORDER BY distance LIMIT $4\
+         ) nearest JOIN memories USING (id) WHERE memories.tenant_id = $1"
     ))
     .bind(tenant.as_str())
     .bind(conversation_of(visibility))
@@ -334,12 +338,7 @@ impl MemoryStore for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;
-        Ok(Counts::from_tallies(rows.into_iter().map(|(t, n)| {
-            (
-                MemoryType::parse(&t).unwrap_or(MemoryType::Project),
-                n.max(0) as u64,
-            )
-        })))
+        Ok(Counts::from_type_names(rows))
     }
 
     async fn record_access(
