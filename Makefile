@@ -39,8 +39,9 @@ unit: model
 	  cargo test --features postgres && \
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --features postgres --test tools'
 
+# Same features as `unit`, so the binary it tested is the one reused here (no second build).
 interop:
-	cargo build
+	cargo build --features postgres
 	bash tests/interop/run.sh $(BIN)
 
 check:

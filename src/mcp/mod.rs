@@ -29,8 +29,6 @@ const INSTRUCTIONS: &str = "Project memory that outlives a run. Call recall at t
     task and before asking the user to explain something again; call remember when you learn a \
     decision, a convention or a command that works.";
 
-pub use jsonrpc::Reply as McpReply;
-
 fn server_info() -> Value {
     json!({"name": SERVER_NAME, "version": SERVER_VERSION})
 }
