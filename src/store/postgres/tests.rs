@@ -20,7 +20,7 @@ fn server_url() -> String {
 }
 
 /// A fresh, empty database on the test server; returns its URL.
-pub(crate) async fn fresh_database() -> String {
+async fn fresh_database() -> String {
     let url = server_url();
     let name = format!(
         "t_{}",
