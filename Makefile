@@ -33,15 +33,19 @@ model:
 
 test: unit interop
 
-# Every test against a real PostgreSQL too: the store suite, and the tools end to end.
+# Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
+# for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
+# and the tools end to end run again on PostgreSQL and on S3.
 unit: model
-	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh sh -c '\
-	  cargo test --features postgres && \
-	  MCP_MEMORY_TEST_STORE=postgres cargo test --features postgres --test tools'
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh \
+	  bash scripts/with-aws.sh sh -c '\
+	  cargo test --all-features && \
+	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \
+	  MCP_MEMORY_TEST_STORE=s3 cargo test --all-features --test tools'
 
 # Same features as `unit`, so the binary it tested is the one reused here (no second build).
 interop:
-	cargo build --features postgres
+	cargo build --all-features
 	bash tests/interop/run.sh $(BIN)
 
 check:

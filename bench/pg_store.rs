@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use mcp_memory::config::Config;
-use mcp_memory::memory::MemoryType;
 use mcp_memory::memory::{Conversation, NewMemory, Scope, Tenant, Visibility, new_id, now_ms};
+use mcp_memory::memory::{Memory, MemoryType};
 use mcp_memory::store::{self, MemoryStore};
 use sqlx::Connection;
 
@@ -135,9 +135,9 @@ async fn main() {
                 let q = vector(10_000_000 + i as u64, dim);
                 let t = Instant::now();
                 let hits = store.nearest(&tenant, &everyone, &q, 30).await.unwrap();
-                let ids: Vec<String> = hits.iter().take(5).map(|h| h.memory.id.clone()).collect();
+                let used: Vec<&Memory> = hits.iter().take(5).map(|h| &h.memory).collect();
                 store
-                    .record_access(&tenant, &everyone, &ids, now_ms())
+                    .record_access(&tenant, &everyone, &used, now_ms())
                     .await
                     .unwrap();
                 recall.push(t.elapsed().as_secs_f64() * 1e3);

@@ -1,9 +1,9 @@
 //! The composition root: a validated configuration becomes a running set of parts.
 
 use crate::config::Config;
-use crate::embed;
 use crate::store::{self, StoreError};
 use crate::tools::Memories;
+use crate::{docs, embed};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -26,16 +26,18 @@ impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
     pub async fn build(config: Config) -> Result<App, BootError> {
-        let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
+        let embedder =
+            embed::build(&config.embedder, config.store.is_s3()).map_err(BootError::Embedder)?;
         let store = store::open(&config.store, embedder.dimension())
             .await
             .map_err(BootError::Store)?;
         Ok(App {
-            memories: Memories {
+            memories: Memories::new(
                 store,
                 embedder,
-                min_similarity: config.min_similarity,
-            },
+                config.knowledge_base.as_ref().and_then(docs::open),
+                config.min_similarity,
+            ),
             api_key: config.api_key,
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,

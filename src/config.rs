@@ -16,6 +16,28 @@ pub enum StoreConfig {
         url: String,
         pool: crate::store::postgres::PoolSettings,
     },
+    #[cfg(feature = "s3")]
+    S3(crate::store::s3::S3Settings),
+}
+
+impl StoreConfig {
+    /// The S3 store: its counters read `STATS_*`, and its index's width was fixed when the
+    /// index was created outside the server.
+    pub fn is_s3(&self) -> bool {
+        match self {
+            #[cfg(feature = "s3")]
+            StoreConfig::S3(_) => true,
+            #[allow(unreachable_patterns)] // in a build whose only store is S3
+            _ => false,
+        }
+    }
+}
+
+/// The Bedrock Knowledge Base `search_docs` reads; only ever set in builds with `kb`.
+#[derive(Debug, Clone)]
+pub struct KnowledgeBase {
+    pub id: String,
+    pub region: String,
 }
 
 /// Which embedder serves this process.
@@ -33,6 +55,13 @@ pub enum EmbedderConfig {
         model_dir: PathBuf,
         dimension: Option<usize>,
     },
+    /// Credentials come from the default chain (the pod's role), never from here.
+    #[cfg(feature = "bedrock")]
+    Bedrock {
+        region: String,
+        model: String,
+        dimension: usize,
+    },
 }
 
 /// No `Debug`: it holds the API keys.
@@ -44,12 +73,15 @@ pub struct Config {
     pub body_limit: usize,
     pub store: StoreConfig,
     pub embedder: EmbedderConfig,
+    pub knowledge_base: Option<KnowledgeBase>,
     pub min_similarity: f64,
     /// Settings that were ignored, one line each, for the operator.
     pub warnings: Vec<String>,
 }
 
 const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// One region for S3, Bedrock and the knowledge base.
+const DEFAULT_REGION: &str = "ap-northeast-2";
 
 impl Config {
     pub fn from_env() -> Result<Config, String> {
@@ -91,15 +123,10 @@ impl Config {
             })
             .unwrap_or_default();
 
-        let store = store(&get, &mut warnings)?;
-
-        if get("KNOWLEDGE_BASE_ID").is_some() {
-            warnings.push(
-                "KNOWLEDGE_BASE_ID is ignored: search_docs is not available in this build".into(),
-            );
-        }
-
-        let embedder = embedder(&get)?;
+        let region = get("AWS_REGION").unwrap_or_else(|| DEFAULT_REGION.into());
+        let store = store(&get, &region, &mut warnings)?;
+        let knowledge_base = knowledge_base(&get, &region, &mut warnings)?;
+        let embedder = embedder(&get, &region)?;
 
         let min_similarity = match get("RECALL_MIN_SIMILARITY") {
             None => 0.1,
@@ -114,12 +141,15 @@ impl Config {
                 })?,
         };
 
+        // Read by `store` for S3; only validated (and reported as ignored) otherwise.
         for name in ["STATS_FLUSH_MS", "STATS_COMPACT_THRESHOLD"] {
             if let Some(raw) = get(name) {
                 positive(&raw, name)?;
-                warnings.push(format!(
-                    "{name} is ignored: it applies to the S3 store only"
-                ));
+                if !store.is_s3() {
+                    warnings.push(format!(
+                        "{name} is ignored: it applies to the S3 store only"
+                    ));
+                }
             }
         }
 
@@ -131,6 +161,7 @@ impl Config {
             body_limit,
             store,
             embedder,
+            knowledge_base,
             min_similarity,
             warnings,
         })
@@ -144,18 +175,16 @@ fn positive(raw: &str, name: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{name} must be a positive integer, got \"{raw}\""))
 }
 
-/// A choice the operator made that this binary cannot serve: either the feature was left
-/// out of the build, or this version does not implement it yet.
-fn unavailable(what: &str, feature: &str, compiled: bool) -> String {
-    if compiled {
-        format!("{what} is not implemented in this version of mcp-memory yet")
-    } else {
-        format!("{what}, which this build does not include (build with --features {feature})")
-    }
+/// A choice the operator made that this binary cannot serve: the feature was left out of
+/// the build.
+#[allow(dead_code)] // every feature compiled in leaves nothing to refuse
+fn unavailable(what: &str, feature: &str) -> String {
+    format!("{what}, which this build does not include (build with --features {feature})")
 }
 
 fn store(
     get: &impl Fn(&str) -> Option<String>,
+    region: &str,
     warnings: &mut Vec<String>,
 ) -> Result<StoreConfig, String> {
     if let Some(url) = get("DATABASE_URL") {
@@ -176,7 +205,7 @@ fn store(
                 path: PathBuf::from(path),
             });
             #[cfg(not(feature = "sqlite"))]
-            return Err(unavailable("DATABASE_URL selects SQLite", "sqlite", false));
+            return Err(unavailable("DATABASE_URL selects SQLite", "sqlite"));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return postgres(url, get);
@@ -198,12 +227,119 @@ fn store(
         ),
         (None, Some(_)) => Err("VECTOR_BUCKET is required".into()),
         (Some(_), None) => Err("STATE_BUCKET is required".into()),
-        (Some(_), Some(_)) => Err(unavailable(
-            "VECTOR_BUCKET and STATE_BUCKET select the S3 store",
-            "s3",
-            cfg!(feature = "s3"),
-        )),
+        (Some(vector_bucket), Some(state_bucket)) => s3(get, region, vector_bucket, state_bucket),
     }
+}
+
+#[cfg(feature = "s3")]
+fn s3(
+    get: &impl Fn(&str) -> Option<String>,
+    region: &str,
+    vector_bucket: String,
+    state_bucket: String,
+) -> Result<StoreConfig, String> {
+    let vector_index = get("VECTOR_INDEX").unwrap_or_else(|| "memories".into());
+    for (name, value) in [
+        ("VECTOR_BUCKET", &vector_bucket),
+        ("VECTOR_INDEX", &vector_index),
+        ("STATE_BUCKET", &state_bucket),
+    ] {
+        if !is_bucket_name(value) {
+            return Err(format!(
+                "{name} must be 3-63 characters of lowercase letters, digits, '.' and '-', \
+                 starting and ending with a letter or digit, got \"{value}\""
+            ));
+        }
+    }
+    let flush_ms = match get("STATS_FLUSH_MS") {
+        None => 30_000,
+        Some(raw) => positive(&raw, "STATS_FLUSH_MS")?,
+    };
+    let compact_threshold = match get("STATS_COMPACT_THRESHOLD") {
+        None => 20,
+        Some(raw) => positive(&raw, "STATS_COMPACT_THRESHOLD")?,
+    };
+    let force_path_style = match get("S3_FORCE_PATH_STYLE").as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(format!(
+                "S3_FORCE_PATH_STYLE must be true or false, got \"{other}\""
+            ));
+        }
+    };
+    Ok(StoreConfig::S3(crate::store::s3::S3Settings {
+        vector_bucket,
+        vector_index,
+        state_bucket,
+        region: region.to_owned(),
+        force_path_style,
+        flush_every: std::time::Duration::from_millis(flush_ms as u64),
+        compact_threshold,
+    }))
+}
+
+#[cfg(not(feature = "s3"))]
+fn s3(
+    _: &impl Fn(&str) -> Option<String>,
+    _: &str,
+    _: String,
+    _: String,
+) -> Result<StoreConfig, String> {
+    Err(unavailable(
+        "VECTOR_BUCKET and STATE_BUCKET select the S3 store",
+        "s3",
+    ))
+}
+
+/// The naming rule S3 Vectors buckets and indexes share with general-purpose buckets.
+#[cfg(feature = "s3")]
+fn is_bucket_name(name: &str) -> bool {
+    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge_ok(name.chars().next())
+        && edge_ok(name.chars().last())
+}
+
+#[cfg(feature = "kb")]
+fn knowledge_base(
+    get: &impl Fn(&str) -> Option<String>,
+    region: &str,
+    _: &mut Vec<String>,
+) -> Result<Option<KnowledgeBase>, String> {
+    let Some(id) = get("KNOWLEDGE_BASE_ID") else {
+        return Ok(None);
+    };
+    let is_id = id.len() == 10 && id.chars().all(|c| c.is_ascii_alphanumeric());
+    if !is_id && !id.starts_with("arn:") {
+        return Err(format!(
+            "KNOWLEDGE_BASE_ID must be a knowledge base id (10 letters or digits) or its ARN, \
+             got \"{id}\""
+        ));
+    }
+    Ok(Some(KnowledgeBase {
+        id,
+        region: region.to_owned(),
+    }))
+}
+
+#[cfg(not(feature = "kb"))]
+fn knowledge_base(
+    get: &impl Fn(&str) -> Option<String>,
+    _: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<KnowledgeBase>, String> {
+    if get("KNOWLEDGE_BASE_ID").is_some() {
+        warnings.push(
+            "KNOWLEDGE_BASE_ID is ignored: search_docs is not available in this build (build \
+             with --features kb)"
+                .into(),
+        );
+    }
+    Ok(None)
 }
 
 #[cfg(feature = "postgres")]
@@ -229,34 +365,58 @@ fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<StoreC
 
 #[cfg(not(feature = "postgres"))]
 fn postgres(_: String, _: &impl Fn(&str) -> Option<String>) -> Result<StoreConfig, String> {
-    Err(unavailable(
-        "DATABASE_URL selects PostgreSQL",
-        "postgres",
-        false,
-    ))
+    Err(unavailable("DATABASE_URL selects PostgreSQL", "postgres"))
 }
 
-fn embedder(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
+fn embedder(get: &impl Fn(&str) -> Option<String>, region: &str) -> Result<EmbedderConfig, String> {
     let provider = get("EMBEDDING_PROVIDER");
     match provider.as_deref().unwrap_or("bedrock") {
-        "bedrock" if provider.is_none() => Err(if cfg!(feature = "bedrock") {
-            unavailable("EMBEDDING_PROVIDER defaults to bedrock", "bedrock", true)
-        } else {
-            "EMBEDDING_PROVIDER defaults to bedrock, which this build does not include; set it \
-             to openai"
-                .into()
-        }),
-        "bedrock" => Err(unavailable(
-            "EMBEDDING_PROVIDER=bedrock",
-            "bedrock",
-            cfg!(feature = "bedrock"),
-        )),
+        "bedrock" => bedrock(get, region, provider.is_none()),
         "local" => local(get),
         "openai" => openai(get),
         other => Err(format!(
             "EMBEDDING_PROVIDER must be \"bedrock\", \"openai\" or \"local\", got \"{other}\""
         )),
     }
+}
+
+#[cfg(feature = "bedrock")]
+fn bedrock(
+    get: &impl Fn(&str) -> Option<String>,
+    region: &str,
+    _defaulted: bool,
+) -> Result<EmbedderConfig, String> {
+    let model = get("EMBEDDING_MODEL").unwrap_or_else(|| "amazon.titan-embed-text-v2:0".into());
+    let dimension = match get("EMBEDDING_DIM") {
+        None => 1024,
+        Some(raw) => positive(&raw, "EMBEDDING_DIM")?,
+    };
+    // Titan v2 is asked for its width explicitly and offers only these three.
+    if model.starts_with("amazon.titan-embed-text-v2") && ![256, 512, 1024].contains(&dimension) {
+        return Err(format!(
+            "EMBEDDING_DIM must be 256, 512 or 1024 for {model}, got \"{dimension}\""
+        ));
+    }
+    Ok(EmbedderConfig::Bedrock {
+        region: region.to_owned(),
+        model,
+        dimension,
+    })
+}
+
+#[cfg(not(feature = "bedrock"))]
+fn bedrock(
+    _: &impl Fn(&str) -> Option<String>,
+    _: &str,
+    defaulted: bool,
+) -> Result<EmbedderConfig, String> {
+    Err(if defaulted {
+        "EMBEDDING_PROVIDER defaults to bedrock, which this build does not include; set it to \
+         openai or local"
+            .into()
+    } else {
+        unavailable("EMBEDDING_PROVIDER=bedrock", "bedrock")
+    })
 }
 
 #[cfg(feature = "openai")]
@@ -284,7 +444,7 @@ fn openai(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, Strin
 
 #[cfg(not(feature = "openai"))]
 fn openai(_: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
-    Err(unavailable("EMBEDDING_PROVIDER=openai", "openai", false))
+    Err(unavailable("EMBEDDING_PROVIDER=openai", "openai"))
 }
 
 #[cfg(feature = "local")]
@@ -305,7 +465,7 @@ fn local(get: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String
 
 #[cfg(not(feature = "local"))]
 fn local(_: &impl Fn(&str) -> Option<String>) -> Result<EmbedderConfig, String> {
-    Err(unavailable("EMBEDDING_PROVIDER=local", "local", false))
+    Err(unavailable("EMBEDDING_PROVIDER=local", "local"))
 }
 
 #[cfg(feature = "openai")]
@@ -444,11 +604,28 @@ mod tests {
 
     #[test]
     fn embedding_refusals_name_the_variables() {
-        let default = load(&[BASE[0]]).err().unwrap();
-        assert!(
-            default.starts_with("EMBEDDING_PROVIDER defaults to bedrock"),
-            "{default}"
-        );
+        match load(&[BASE[0]]) {
+            #[cfg(feature = "bedrock")]
+            Ok(Config {
+                embedder:
+                    EmbedderConfig::Bedrock {
+                        model,
+                        dimension,
+                        region,
+                    },
+                ..
+            }) => assert_eq!(
+                (model.as_str(), dimension, region.as_str()),
+                ("amazon.titan-embed-text-v2:0", 1024, "ap-northeast-2")
+            ),
+            Err(default) => assert!(
+                !cfg!(feature = "bedrock")
+                    && default.starts_with("EMBEDDING_PROVIDER defaults to bedrock"),
+                "{default}"
+            ),
+            #[allow(unreachable_patterns)]
+            Ok(_) => panic!("the default provider is bedrock"),
+        }
         let unknown = with(&[("EMBEDDING_PROVIDER", "cohere")]).err().unwrap();
         assert!(unknown.starts_with("EMBEDDING_PROVIDER must be"));
         let no_base = load(&[BASE[0], BASE[1], BASE[3]]).err().unwrap();
@@ -479,13 +656,142 @@ mod tests {
 
     #[test]
     fn settings_for_other_backends_are_ignored_with_a_warning() {
-        let c = with(&[("KNOWLEDGE_BASE_ID", "kb1"), ("STATS_FLUSH_MS", "100")]).unwrap();
-        assert_eq!(c.warnings.len(), 2);
-        assert!(c.warnings[0].starts_with("KNOWLEDGE_BASE_ID is ignored"));
+        let c = with(&[
+            ("KNOWLEDGE_BASE_ID", "KB12345678"),
+            ("STATS_FLUSH_MS", "100"),
+            ("VECTOR_BUCKET", "v"),
+        ])
+        .unwrap();
+        assert!(c.warnings[0].starts_with("VECTOR_BUCKET is ignored"));
+        assert!(
+            c.warnings
+                .last()
+                .unwrap()
+                .starts_with("STATS_FLUSH_MS is ignored")
+        );
+        assert_eq!(c.knowledge_base.is_some(), cfg!(feature = "kb"));
+        assert_eq!(
+            c.warnings
+                .iter()
+                .any(|w| w.starts_with("KNOWLEDGE_BASE_ID is ignored")),
+            !cfg!(feature = "kb")
+        );
         let err = with(&[("STATS_FLUSH_MS", "soon")]).err().unwrap();
         assert_eq!(
             err,
             "STATS_FLUSH_MS must be a positive integer, got \"soon\""
         );
+    }
+
+    #[cfg(feature = "s3")]
+    #[test]
+    fn the_s3_store_reads_its_buckets_and_counter_settings() {
+        let s3 = [
+            ("VECTOR_BUCKET", "acme-vectors"),
+            ("STATE_BUCKET", "acme-state"),
+            ("EMBEDDING_PROVIDER", "openai"),
+            ("EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("EMBEDDING_API_KEY", "k"),
+        ];
+        let c = load(&s3).unwrap();
+        let StoreConfig::S3(settings) = &c.store else {
+            panic!("not the S3 store");
+        };
+        assert_eq!(
+            (
+                settings.vector_index.as_str(),
+                settings.region.as_str(),
+                settings.flush_every.as_millis(),
+                settings.compact_threshold,
+                settings.force_path_style
+            ),
+            ("memories", "ap-northeast-2", 30_000, 20, false)
+        );
+        assert!(c.store.is_s3() && c.warnings.is_empty());
+        let tuned = load(
+            &[
+                &s3[..],
+                &[
+                    ("STATS_FLUSH_MS", "500"),
+                    ("STATS_COMPACT_THRESHOLD", "3"),
+                    ("AWS_REGION", "us-east-1"),
+                    ("S3_FORCE_PATH_STYLE", "true"),
+                ],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        let StoreConfig::S3(settings) = &tuned.store else {
+            panic!("not the S3 store");
+        };
+        assert_eq!(
+            (
+                settings.flush_every.as_millis(),
+                settings.compact_threshold,
+                settings.region.as_str()
+            ),
+            (500, 3, "us-east-1")
+        );
+        assert!(settings.force_path_style);
+        for (name, bad) in [
+            ("VECTOR_BUCKET", "Acme"),
+            ("VECTOR_INDEX", "a_b"),
+            ("STATE_BUCKET", "ab"),
+            ("STATE_BUCKET", "-acme"),
+        ] {
+            let err = load(&[&s3[..], &[(name, bad)]].concat()).err().unwrap();
+            assert!(
+                err.starts_with(&format!("{name} must be 3-63 characters")),
+                "{err}"
+            );
+        }
+        let err = load(&[&s3[..], &[("STATS_COMPACT_THRESHOLD", "0")]].concat())
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "STATS_COMPACT_THRESHOLD must be a positive integer, got \"0\""
+        );
+        // DATABASE_URL wins over the buckets, which are then reported as ignored.
+        let both = with(&[
+            ("VECTOR_BUCKET", "acme-vectors"),
+            ("STATE_BUCKET", "acme-state"),
+        ])
+        .unwrap();
+        assert!(!both.store.is_s3() && both.warnings.len() == 2);
+    }
+
+    #[cfg(feature = "bedrock")]
+    #[test]
+    fn titan_v2_offers_three_widths() {
+        let bedrock = [BASE[0], ("EMBEDDING_PROVIDER", "bedrock")];
+        for good in ["256", "512", "1024"] {
+            assert!(load(&[&bedrock[..], &[("EMBEDDING_DIM", good)]].concat()).is_ok());
+        }
+        let err = load(&[&bedrock[..], &[("EMBEDDING_DIM", "768")]].concat())
+            .err()
+            .unwrap();
+        assert!(
+            err.starts_with("EMBEDDING_DIM must be 256, 512 or 1024"),
+            "{err}"
+        );
+    }
+
+    #[cfg(feature = "kb")]
+    #[test]
+    fn the_knowledge_base_id_is_checked() {
+        assert_eq!(
+            with(&[("KNOWLEDGE_BASE_ID", "KB12345678")])
+                .unwrap()
+                .knowledge_base
+                .unwrap()
+                .id,
+            "KB12345678"
+        );
+        let arn = "arn:aws:bedrock:us-east-1:123456789012:knowledge-base/KB12345678";
+        assert!(with(&[("KNOWLEDGE_BASE_ID", arn)]).is_ok());
+        let err = with(&[("KNOWLEDGE_BASE_ID", "kb1")]).err().unwrap();
+        assert!(err.starts_with("KNOWLEDGE_BASE_ID must be"), "{err}");
+        assert!(with(&[]).unwrap().knowledge_base.is_none());
     }
 }

@@ -2,9 +2,12 @@
 //! outlives a run. See DESIGN.md for the layout; each module's own docs say what it owns.
 
 pub mod app;
+#[cfg(any(feature = "s3", feature = "bedrock", feature = "kb"))]
+pub mod aws;
 pub mod config;
 pub mod context;
 pub mod dedup;
+pub mod docs;
 pub mod embed;
 pub mod http;
 pub mod log;

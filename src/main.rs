@@ -65,7 +65,7 @@ async fn main() -> ExitCode {
     }
     if let Err(e) = app.memories.store.flush().await {
         log::error(
-            "store_final_flush_failed",
+            "stats_final_flush_failed",
             &e.to_string(),
             &log::Fields::default(),
         );

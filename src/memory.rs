@@ -198,7 +198,7 @@ pub fn new_id(now_ms: i64) -> String {
     ulid::Ulid::from_parts(ms, rand_u128()).to_string()
 }
 
-fn rand_u128() -> u128 {
+pub(crate) fn rand_u128() -> u128 {
     // ulid's own generator needs the `rand` feature; the std hasher's random keys are enough
     // to make ids unique within one millisecond.
     use std::collections::hash_map::RandomState;

@@ -159,11 +159,23 @@ async fn configuration_refusals_exit_non_zero_with_one_line_naming_the_variable(
         ),
         (
             "EMBEDDING_PROVIDER",
-            None,
-            "configuration error: EMBEDDING_PROVIDER defaults to bedrock",
+            Some("cohere"),
+            "configuration error: EMBEDDING_PROVIDER must be",
         ),
     ];
-    for (name, value, expected) in cases {
+    // The default provider is refused only by builds without it (with it, the server would
+    // start, on port 3000).
+    let default_provider = (
+        "EMBEDDING_PROVIDER",
+        None,
+        "configuration error: EMBEDDING_PROVIDER defaults to bedrock",
+    );
+    let cases = [
+        cases,
+        &[default_provider][..cfg!(not(feature = "bedrock")) as usize],
+    ]
+    .concat();
+    for (name, value, expected) in &cases {
         let mut env = base.clone();
         match value {
             Some(v) => env.insert((*name).into(), (*v).into()),

@@ -7,6 +7,8 @@ use async_trait::async_trait;
 
 use crate::config::EmbedderConfig;
 
+#[cfg(feature = "bedrock")]
+pub mod bedrock;
 #[cfg(feature = "local")]
 pub mod local;
 #[cfg(feature = "openai")]
@@ -37,10 +39,23 @@ pub enum EmbedError {
         got: usize,
         expected: usize,
     },
+    /// The same mismatch under a store whose index was created with a fixed width.
+    #[error(
+        "model \"{model}\" returned {got} dimensions but the vector index expects {expected}; \
+         an index's dimension cannot be changed after creation, so set EMBEDDING_DIM and \
+         EMBEDDING_MODEL to match the index, or create a new index for this model"
+    )]
+    IndexDimension {
+        model: String,
+        got: usize,
+        expected: usize,
+    },
     #[error("the embedding service returned an all-zero vector")]
     AllZero,
     #[error("the local embedding model failed — {0}")]
     Model(String),
+    #[error("Bedrock could not embed the text — {0}")]
+    Bedrock(String),
 }
 
 impl EmbedError {
@@ -67,8 +82,18 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Builds the configured embedder: loads a local model (refusing a bad model directory by
-/// the file that is wrong), and never touches the network.
-pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
+/// the file that is wrong), and never touches the network. `fixed_index` says the store's
+/// width was fixed when its index was created, which is how a mismatch is then explained.
+pub fn build(config: &EmbedderConfig, fixed_index: bool) -> Result<Arc<dyn Embedder>, String> {
+    let embedder = provider(config)?;
+    Ok(if fixed_index {
+        Arc::new(FixedIndex(embedder))
+    } else {
+        embedder
+    })
+}
+
+fn provider(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
     match *config {
         #[cfg(feature = "openai")]
         EmbedderConfig::OpenAi {
@@ -84,6 +109,43 @@ pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
             ref model_dir,
             dimension,
         } => Ok(Arc::new(local::LocalEmbedder::load(model_dir, dimension)?)),
+        #[cfg(feature = "bedrock")]
+        EmbedderConfig::Bedrock {
+            ref region,
+            ref model,
+            dimension,
+        } => Ok(Arc::new(bedrock::BedrockEmbedder::new(
+            region, model, dimension,
+        ))),
+    }
+}
+
+/// Explains a width mismatch in terms of the vector index (BEHAVIOR.md §6.3, S3 wording).
+struct FixedIndex(Arc<dyn Embedder>);
+
+#[async_trait]
+impl Embedder for FixedIndex {
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.0.embed(text).await.map_err(|e| match e {
+            EmbedError::Dimension {
+                model,
+                got,
+                expected,
+            } => EmbedError::IndexDimension {
+                model,
+                got,
+                expected,
+            },
+            other => other,
+        })
+    }
+
+    fn dimension(&self) -> usize {
+        self.0.dimension()
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
     }
 }
 
@@ -162,5 +224,35 @@ mod tests {
             "the embedding service answered 500: echo of the secret"
         );
         assert_eq!(e.log_message(), "the embedding service answered 500");
+    }
+
+    #[tokio::test]
+    async fn under_a_fixed_index_a_width_mismatch_names_the_index() {
+        struct Wrong;
+        #[async_trait]
+        impl Embedder for Wrong {
+            async fn embed(&self, _: &str) -> Result<Vec<f32>, EmbedError> {
+                check_values(vec![1.0; 3], "titan", 4)
+            }
+            fn dimension(&self) -> usize {
+                4
+            }
+            fn describe(&self) -> String {
+                "wrong".into()
+            }
+        }
+        let plain = Wrong.embed("x").await.unwrap_err().to_string();
+        assert!(plain.contains("this deployment expects 4") && plain.contains("re-embed"));
+        let fixed = FixedIndex(Arc::new(Wrong))
+            .embed("x")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            fixed.starts_with(
+                "model \"titan\" returned 3 dimensions but the vector index expects 4"
+            ) && fixed.contains("cannot be changed after creation"),
+            "{fixed}"
+        );
     }
 }

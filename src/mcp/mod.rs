@@ -198,7 +198,7 @@ async fn legacy(memories: &Memories, identity: &Identity, request: &Request<'_>)
             }))
         }
         "ping" => request.result(json!({})),
-        "tools/list" => request.result(json!({"tools": tools::tool_list()})),
+        "tools/list" => request.result(json!({"tools": memories.tool_list()})),
         "tools/call" => match call_tool(memories, identity, request).await {
             Ok(result) => request.result(tool_result(&result)),
             Err(reply) => reply,
@@ -300,7 +300,7 @@ async fn modern(
             "cacheScope": "public",
         }),
         // The catalogue is the same for every caller, so a shared cache may keep it.
-        "tools/list" => json!({"tools": tools::tool_list(), "ttlMs": 0, "cacheScope": "public"}),
+        "tools/list" => json!({"tools": memories.tool_list(), "ttlMs": 0, "cacheScope": "public"}),
         "tools/call" => match call_tool(memories, identity, request).await {
             Ok(result) => tool_result(&result),
             Err(reply) => return reply,

@@ -117,9 +117,10 @@ impl MemoryStore for InMemoryStore {
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        ids: &[String],
+        used: &[&Memory],
         at: i64,
     ) -> Result<(), StoreError> {
+        let ids: Vec<String> = used.iter().map(|m| m.id.clone()).collect();
         let mut rows = self.rows.lock().expect("lock");
         for (_, m, _) in rows
             .iter_mut()

@@ -13,6 +13,8 @@ use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 pub mod in_memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "s3")]
+pub mod s3;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(test)]
@@ -26,6 +28,9 @@ pub enum StoreError {
     /// The vector's width does not match what this store holds.
     #[error("{0}")]
     Dimension(String),
+    /// The memory does not fit the store's limits: the caller's to fix, not a failure.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// The outcome of a write that first looks for a near-verbatim repeat.
@@ -42,6 +47,9 @@ pub struct Counts {
     /// In canonical type order, types with no memories left out.
     pub by_type: Vec<(MemoryType, u64)>,
     pub total: u64,
+    /// Set when counting stopped after this many entries, so every figure is a lower
+    /// bound; exact stores never set it.
+    pub scan_cap: Option<usize>,
 }
 
 #[async_trait]
@@ -90,13 +98,13 @@ pub trait MemoryStore: Send + Sync {
         visibility: &Visibility,
     ) -> Result<Counts, StoreError>;
 
-    /// One access for each visible id, at `at` (ms). The only update a stored memory ever
-    /// gets.
+    /// One access for each of `used` that `visibility` may see, at `at` (ms). The only
+    /// update a stored memory ever gets. `used` are memories this store returned.
     async fn record_access(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        ids: &[String],
+        used: &[&Memory],
         at: i64,
     ) -> Result<(), StoreError>;
 
@@ -105,10 +113,16 @@ pub trait MemoryStore: Send + Sync {
 
     /// Where the memories are, for the startup line (never credentials).
     fn describe(&self) -> String;
+
+    /// Whether `count_by_type` is always exact; a store that may stop counting early says
+    /// so in `memory_stats`' description.
+    fn exact_counts(&self) -> bool {
+        true
+    }
 }
 
-/// Opens the configured store; `dimension` is the embedder's, which stored vectors must match.
-// Builds whose only store is still to come (s3) have nothing to open yet.
+/// Opens the configured store; `dimension` is the embedder's, which stored vectors must match
+/// (S3 Vectors checks every write against its index instead).
 #[cfg_attr(
     not(any(feature = "sqlite", feature = "postgres")),
     allow(unused_variables)
@@ -126,6 +140,8 @@ pub async fn open(
         StoreConfig::Postgres { ref url, ref pool } => Ok(Arc::new(
             postgres::PostgresStore::open(url, dimension, pool).await?,
         )),
+        #[cfg(feature = "s3")]
+        StoreConfig::S3(ref settings) => Ok(Arc::new(s3::S3Store::open(settings).await)),
     }
 }
 
@@ -155,6 +171,7 @@ impl Counts {
         Counts {
             total: by_type.iter().map(|(_, n)| n).sum(),
             by_type,
+            scan_cap: None,
         }
     }
 }

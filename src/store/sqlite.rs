@@ -292,15 +292,15 @@ impl MemoryStore for SqliteStore {
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        ids: &[String],
+        used: &[&Memory],
         at: i64,
     ) -> Result<(), StoreError> {
+        let ids: Vec<String> = used.iter().map(|m| m.id.clone()).collect();
         if ids.is_empty() {
             return Ok(());
         }
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
-        let ids = ids.to_vec();
         self.with_conn(move |conn| {
             let tx = conn.transaction()?;
             {

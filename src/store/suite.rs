@@ -119,12 +119,7 @@ macro_rules! store_suite {
             assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
             assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
             store
-                .record_access(
-                    &other,
-                    &seen_from(None),
-                    std::slice::from_ref(&theirs.id),
-                    T0 + 5,
-                )
+                .record_access(&other, &seen_from(None), &[&theirs], T0 + 5)
                 .await
                 .unwrap();
             let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
@@ -391,21 +386,11 @@ macro_rules! store_suite {
             )
             .await;
             store
-                .record_access(
-                    &acme,
-                    &seen_from(None),
-                    &[a.id.clone(), b.id.clone()],
-                    T0 + 100,
-                )
+                .record_access(&acme, &seen_from(None), &[&a, &b], T0 + 100)
                 .await
                 .unwrap();
             store
-                .record_access(
-                    &acme,
-                    &seen_from(None),
-                    std::slice::from_ref(&a.id),
-                    T0 + 50,
-                )
+                .record_access(&acme, &seen_from(None), &[&a], T0 + 50)
                 .await
                 .unwrap();
             store
@@ -421,12 +406,7 @@ macro_rules! store_suite {
             )
             .await;
             store
-                .record_access(
-                    &acme,
-                    &seen_from(Some("chat:2")),
-                    std::slice::from_ref(&note.id),
-                    T0 + 600,
-                )
+                .record_access(&acme, &seen_from(Some("chat:2")), &[&note], T0 + 600)
                 .await
                 .unwrap();
             let own = store

@@ -1,7 +1,6 @@
-//! The fixed tool catalogue: names, descriptions written for a model, and input schemas.
-//! The schema layer of validation reads the same definitions, so the two cannot drift.
-
-use std::sync::LazyLock;
+//! The tool catalogue: names, descriptions written for a model, and input schemas. It is
+//! fixed when the process starts (which tools exist depends only on configuration), and the
+//! schema layer of validation reads the same definitions, so the two cannot drift.
 
 use serde_json::{Map, Value, json};
 
@@ -31,7 +30,8 @@ const MODES: &[&str] = &["precision", "balanced", "exploratory"];
 const TYPES: &[&str] = &["project", "pattern", "reference", "conversation"];
 const SCOPES: &[&str] = &["project", "conversation"];
 
-const TOOLS: &[ToolSpec] = &[
+/// The tools every deployment offers, bar `memory_stats`, whose wording depends on the store.
+const MEMORY_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "recall",
         description: "Search this project's remembered knowledge by meaning. Call it at the start of a task, \
@@ -134,24 +134,77 @@ const TOOLS: &[ToolSpec] = &[
             description: "The memory's id, as recall or list_memories showed it.",
         }],
     },
-    ToolSpec {
-        name: "memory_stats",
-        description: "How many memories this project has, by type, counting the same set recall and \
-            list_memories can show: the project's memories plus this conversation's own, never another \
-            conversation's.",
-        params: &[],
-    },
 ];
 
-pub(super) fn find(name: &str) -> Option<&'static ToolSpec> {
-    TOOLS.iter().find(|t| t.name == name)
+const MEMORY_STATS_EXACT: ToolSpec = ToolSpec {
+    name: "memory_stats",
+    description: "How many memories this project has, by type, counting the same set recall and \
+        list_memories can show: the project's memories plus this conversation's own, never another \
+        conversation's.",
+    params: &[],
+};
+
+const MEMORY_STATS_BOUNDED: ToolSpec = ToolSpec {
+    name: "memory_stats",
+    description: "How many memories this project has, by type, counting the same set recall and \
+        list_memories can show: the project's memories plus this conversation's own, never another \
+        conversation's. Very large projects are counted up to a cap, and the answer then says its \
+        figures are lower bounds.",
+    params: &[],
+};
+
+const SEARCH_DOCS: ToolSpec = ToolSpec {
+    name: "search_docs",
+    description: "Search the shared documentation library (product and engineering documents, the \
+        same for every project) for passages that answer a question. Use recall for what this \
+        project learned; use this for what is written down. Returns excerpts with their sources.",
+    params: &[
+        Param {
+            name: "query",
+            kind: Kind::String,
+            required: true,
+            description: "The one thing you want to know, in natural language (max 1000 characters).",
+        },
+        Param {
+            name: "limit",
+            kind: Kind::Integer,
+            required: false,
+            description: "How many excerpts to return (1-50). Default 5.",
+        },
+    ],
+};
+
+/// The tools this process offers, in the order `tools/list` shows them.
+pub(super) struct Catalogue {
+    tools: Vec<&'static ToolSpec>,
+    list: Value,
 }
 
-/// The `tools` array of `tools/list`, built once: the catalogue never changes at runtime.
-pub fn tool_list() -> &'static Value {
-    static LIST: LazyLock<Value> =
-        LazyLock::new(|| Value::Array(TOOLS.iter().map(ToolSpec::to_json).collect()));
-    &LIST
+impl Catalogue {
+    /// `exact_counts`: whether the store always counts exactly; `docs`: whether a
+    /// documentation library is configured (`search_docs` exists only then).
+    pub fn new(exact_counts: bool, docs: bool) -> Self {
+        let mut tools: Vec<&'static ToolSpec> = MEMORY_TOOLS.iter().collect();
+        tools.push(if exact_counts {
+            &MEMORY_STATS_EXACT
+        } else {
+            &MEMORY_STATS_BOUNDED
+        });
+        if docs {
+            tools.push(&SEARCH_DOCS);
+        }
+        let list = Value::Array(tools.iter().map(|t| t.to_json()).collect());
+        Catalogue { tools, list }
+    }
+
+    /// A tool that is not offered is not callable either.
+    pub fn find(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.tools.iter().copied().find(|t| t.name == name)
+    }
+
+    pub fn list(&self) -> &Value {
+        &self.list
+    }
 }
 
 impl ToolSpec {
@@ -224,17 +277,27 @@ mod tests {
     use super::*;
 
     fn check(tool: &str, args: Value) -> Result<(), String> {
-        find(tool).unwrap().check(args.as_object().unwrap())
+        Catalogue::new(true, true)
+            .find(tool)
+            .unwrap()
+            .check(args.as_object().unwrap())
     }
 
-    #[test]
-    fn the_five_tools_in_order_with_no_tenant_property() {
-        let names: Vec<&str> = tool_list()
+    fn names(catalogue: &Catalogue) -> Vec<&str> {
+        catalogue
+            .list()
             .as_array()
             .unwrap()
             .iter()
             .map(|t| t["name"].as_str().unwrap())
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_five_tools_in_order_with_no_tenant_property() {
+        let catalogue = Catalogue::new(true, false);
+        let tool_list = || catalogue.list();
+        let names = names(&catalogue);
         assert_eq!(
             names,
             [
@@ -257,6 +320,38 @@ mod tests {
             tool_list()[4]["inputSchema"],
             json!({"type": "object", "properties": {}})
         );
+        assert!(catalogue.find("search_docs").is_none());
+    }
+
+    #[test]
+    fn search_docs_and_the_stats_wording_follow_the_configuration() {
+        let aws = Catalogue::new(false, true);
+        assert_eq!(
+            names(&aws),
+            [
+                "recall",
+                "remember",
+                "list_memories",
+                "forget",
+                "memory_stats",
+                "search_docs"
+            ]
+        );
+        assert!(
+            aws.list()[4]["description"]
+                .as_str()
+                .unwrap()
+                .contains("lower bounds")
+        );
+        assert!(
+            !Catalogue::new(true, false).list()[4]["description"]
+                .as_str()
+                .unwrap()
+                .contains("lower bounds")
+        );
+        assert_eq!(aws.list()[5]["inputSchema"]["required"], json!(["query"]));
+        assert!(check("search_docs", json!({"query": "q", "limit": 3})).is_ok());
+        assert!(check("search_docs", json!({"limit": 3})).is_err());
     }
 
     #[test]

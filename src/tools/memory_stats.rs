@@ -18,8 +18,15 @@ pub(super) async fn run(memories: &Memories, ctx: &RequestContext) -> Result<Str
         .collect::<Vec<_>>()
         .join(", ");
     let noun = render::memories(counts.total);
-    Ok(format!(
-        "[MEMORY] {} {noun} for this project ({breakdown}).",
-        counts.total
-    ))
+    Ok(match counts.scan_cap {
+        None => format!(
+            "[MEMORY] {} {noun} for this project ({breakdown}).",
+            counts.total
+        ),
+        Some(cap) => format!(
+            "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
+             {cap} keys, so every figure here is a lower bound.",
+            counts.total
+        ),
+    })
 }

@@ -10,6 +10,7 @@ mod memory_stats;
 mod recall;
 mod remember;
 mod render;
+mod search_docs;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,17 +18,44 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
+use crate::docs::Library;
 use crate::embed::{EmbedError, Embedder};
 use crate::log;
 use crate::store::{MemoryStore, StoreError};
 
-pub use catalogue::tool_list;
+use catalogue::Catalogue;
 
-/// What the tools work with: the store, the embedder and the similarity floor.
+/// What the tools work with: the store, the embedder, the similarity floor, and the
+/// documentation library when one is configured.
 pub struct Memories {
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Arc<dyn Embedder>,
+    pub docs: Option<Arc<dyn Library>>,
     pub min_similarity: f64,
+    catalogue: Catalogue,
+}
+
+impl Memories {
+    pub fn new(
+        store: Arc<dyn MemoryStore>,
+        embedder: Arc<dyn Embedder>,
+        docs: Option<Arc<dyn Library>>,
+        min_similarity: f64,
+    ) -> Self {
+        let catalogue = Catalogue::new(store.exact_counts(), docs.is_some());
+        Memories {
+            store,
+            embedder,
+            docs,
+            min_similarity,
+            catalogue,
+        }
+    }
+
+    /// The `tools` array of `tools/list`; it never changes while the process runs.
+    pub fn tool_list(&self) -> &Value {
+        self.catalogue.list()
+    }
 }
 
 /// A tool's answer: one text block, flagged when it reports a failure.
@@ -60,14 +88,22 @@ pub(crate) enum ToolError {
     Invalid(String),
     /// A dependency failed: the agent can carry on without its memory.
     Dependency { shown: String, logged: String },
+    /// The documentation library failed; nothing to do with the memory store.
+    Docs(String),
 }
 
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
-        let message = e.to_string();
-        ToolError::Dependency {
-            shown: message.clone(),
-            logged: message,
+        match e {
+            // A memory too large for the store is the caller's to shorten (BEHAVIOR.md Q12).
+            StoreError::Refused(message) => ToolError::Invalid(message),
+            other => {
+                let message = other.to_string();
+                ToolError::Dependency {
+                    shown: message.clone(),
+                    logged: message,
+                }
+            }
         }
     }
 }
@@ -91,7 +127,7 @@ pub async fn call(
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> ToolResult {
-    let Some(spec) = catalogue::find(name) else {
+    let Some(spec) = memories.catalogue.find(name) else {
         return ToolResult::error(format!("Error: unknown tool \"{name}\"."));
     };
     let empty = Map::new();
@@ -130,6 +166,12 @@ pub async fn call(
                 "Error: the memory store could not complete this request — {shown}"
             ))
         }
+        Err(ToolError::Docs(cause)) => {
+            log::error("tool_failed", &cause, &fields);
+            ToolResult::error(format!(
+                "Error: the documentation index could not be searched — {cause}"
+            ))
+        }
     };
     log::info(
         "tool_call",
@@ -155,6 +197,10 @@ async fn run(
         "list_memories" => list_memories::run(memories, ctx, args).await,
         "forget" => forget::run(memories, ctx, args).await,
         "memory_stats" => memory_stats::run(memories, ctx).await,
+        "search_docs" => match &memories.docs {
+            Some(library) => search_docs::run(library.as_ref(), args).await,
+            None => Err(ToolError::Invalid(format!("unknown tool \"{name}\"."))),
+        },
         other => Err(ToolError::Invalid(format!("unknown tool \"{other}\"."))),
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Arguments, Memories, ToolError, args, render};
 use crate::context::RequestContext;
-use crate::memory::now_ms;
+use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, RecallMode};
 
 pub(super) async fn run(
@@ -51,14 +51,10 @@ pub(super) async fn run(
         ));
     }
 
-    let ids: Vec<String> = ranking
-        .results
-        .iter()
-        .map(|r| r.memory.id.clone())
-        .collect();
+    let used: Vec<&Memory> = ranking.results.iter().map(|r| &r.memory).collect();
     memories
         .store
-        .record_access(&ctx.tenant, &visibility, &ids, now)
+        .record_access(&ctx.tenant, &visibility, &used, now)
         .await?;
 
     let n = ranking.results.len() as u64;

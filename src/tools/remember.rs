@@ -33,12 +33,7 @@ pub(super) async fn run(
         Remembered::AlreadyKnown(existing) => {
             memories
                 .store
-                .record_access(
-                    &ctx.tenant,
-                    &ctx.visibility(),
-                    std::slice::from_ref(&existing.id),
-                    now_ms(),
-                )
+                .record_access(&ctx.tenant, &ctx.visibility(), &[&existing], now_ms())
                 .await?;
             let mut out = "[MEMORY] Already known — an existing memory already says this, so \
                            nothing new was written.\n\n"

@@ -2,6 +2,8 @@
 //! of BEHAVIOR.md §15.1, the real router on 127.0.0.1:0, and a small MCP client.
 #![allow(dead_code)] // each test crate uses its own part of this module
 
+#[cfg(feature = "s3")]
+pub mod aws;
 pub mod process;
 
 use std::collections::HashMap;
@@ -148,7 +150,22 @@ pub async fn postgres_database() -> String {
     panic!("MCP_MEMORY_TEST_STORE=postgres needs --features postgres")
 }
 
-/// The real router with a SQLite file (or PostgreSQL, see above), on 127.0.0.1:0.
+/// Fresh S3 buckets on the emulator, for MCP_MEMORY_TEST_STORE=s3.
+#[cfg(feature = "s3")]
+async fn s3_store(env: &mut HashMap<String, String>) {
+    let (vector_bucket, state_bucket) = aws::buckets(DIMENSION).await;
+    env.remove("DATABASE_URL");
+    env.insert("VECTOR_BUCKET".into(), vector_bucket);
+    env.insert("STATE_BUCKET".into(), state_bucket);
+    env.insert("S3_FORCE_PATH_STYLE".into(), "true".into());
+}
+
+#[cfg(not(feature = "s3"))]
+async fn s3_store(_: &mut HashMap<String, String>) {
+    panic!("MCP_MEMORY_TEST_STORE=s3 needs --features s3")
+}
+
+/// The real router with a SQLite file (or PostgreSQL or S3, see above), on 127.0.0.1:0.
 pub struct TestServer {
     pub url: String,
     pub stub: EmbeddingStub,
@@ -165,8 +182,12 @@ impl TestServer {
         let stub = EmbeddingStub::start().await;
         let dir = tempfile::tempdir().unwrap();
         let mut env = base_env(&stub, &dir.path().join("memory.db"));
-        if std::env::var("MCP_MEMORY_TEST_STORE").as_deref() == Ok("postgres") {
-            env.insert("DATABASE_URL".into(), postgres_database().await);
+        match std::env::var("MCP_MEMORY_TEST_STORE").as_deref() {
+            Ok("postgres") => {
+                env.insert("DATABASE_URL".into(), postgres_database().await);
+            }
+            Ok("s3") => s3_store(&mut env).await,
+            _ => {}
         }
         for (k, v) in extra {
             env.insert((*k).to_owned(), (*v).to_owned());

@@ -98,6 +98,25 @@ impl Running {
         (text, reply["result"]["isError"] == true)
     }
 
+    /// The names `tools/list` offers, in order.
+    pub async fn tool_names(&self) -> Vec<String> {
+        let reply: Value = reqwest::Client::new()
+            .post(format!("{}/mcp", self.url))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        reply["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a tool list: {reply}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     pub async fn terminate(mut self) -> Exited {
         let pid = self.child.id().unwrap().to_string();
         let killed = std::process::Command::new("kill")

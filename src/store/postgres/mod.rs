@@ -345,9 +345,10 @@ impl MemoryStore for PostgresStore {
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        ids: &[String],
+        used: &[&Memory],
         at: i64,
     ) -> Result<(), StoreError> {
+        let ids: Vec<String> = used.iter().map(|m| m.id.clone()).collect();
         if ids.is_empty() {
             return Ok(());
         }
@@ -359,7 +360,7 @@ impl MemoryStore for PostgresStore {
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
-        .bind(ids)
+        .bind(&ids)
         .bind(at as f64)
         .execute(&self.pool)
         .await

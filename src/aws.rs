@@ -1,0 +1,48 @@
+//! What every AWS-backed part shares: one SDK configuration (one region, the default
+//! credential chain, which on EKS is the pod's role) and one way of turning an SDK error
+//! into a sentence an agent or an operator can read.
+//!
+//! Endpoints follow the SDK's own `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_<SERVICE>`
+//! variables, which is how the tests point every client at the local emulator. Building
+//! the configuration makes no network call: credentials are resolved on first use.
+
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+/// The region every client uses unless `AWS_REGION` says otherwise.
+pub const DEFAULT_REGION: &str = "ap-northeast-2";
+
+pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_owned()))
+        .load()
+        .await
+}
+
+/// `Code: message` for an error the service answered, the whole cause chain otherwise
+/// (a connection refused, a timeout, missing credentials). Never the request itself.
+pub fn describe<E, R>(error: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match error {
+        SdkError::ServiceError(service) => {
+            let e = service.err();
+            match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_owned(),
+                _ => DisplayErrorContext(error).to_string(),
+            }
+        }
+        SdkError::TimeoutError(_) => "the request timed out".into(),
+        _ => DisplayErrorContext(error).to_string(),
+    }
+}
+
+/// The HTTP status of a failed call, when there was a response at all.
+pub fn status<E>(error: &SdkError<E, HttpResponse>) -> Option<u16> {
+    error.raw_response().map(|r| r.status().as_u16())
+}

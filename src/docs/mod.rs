@@ -1,0 +1,44 @@
+//! The documentation library behind `search_docs` (BEHAVIOR.md §3.8, §6.4): excerpts from a
+//! Bedrock Knowledge Base shared by every tenant. The knowledge base embeds the query
+//! itself, so the memory embedder plays no part.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::config::KnowledgeBase;
+
+#[cfg(feature = "kb")]
+mod bedrock;
+
+/// One passage the library returned, in its order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Excerpt {
+    pub text: String,
+    /// Where the passage comes from (an `s3://` URI), when the library says.
+    pub source: Option<String>,
+    /// Higher is more relevant; only ever shown relative to the top result.
+    pub score: Option<f64>,
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+#[error("the knowledge base could not be searched — {0}")]
+pub struct DocsError(pub String);
+
+#[async_trait]
+pub trait Library: Send + Sync {
+    async fn search(&self, query: &str, limit: usize) -> Result<Vec<Excerpt>, DocsError>;
+}
+
+/// The configured library, if this build has one; no client is created until the first
+/// search, so a memories-only process never loads it.
+#[cfg(feature = "kb")]
+pub fn open(knowledge_base: &KnowledgeBase) -> Option<Arc<dyn Library>> {
+    Some(Arc::new(bedrock::KnowledgeBaseLibrary::new(knowledge_base)))
+}
+
+/// Configuration never names a knowledge base in a build without `kb`.
+#[cfg(not(feature = "kb"))]
+pub fn open(_: &KnowledgeBase) -> Option<Arc<dyn Library>> {
+    None
+}

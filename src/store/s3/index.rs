@@ -1,0 +1,208 @@
+//! The recency index in the state bucket (BEHAVIOR.md §7.2): one empty object per memory
+//! whose key sorts newest first under the tenant's prefix and carries everything listing
+//! and counting need (id, type, and for a conversation's note a digest of the
+//! conversation), so neither has to read a memory.
+
+use sha2::{Digest, Sha256};
+
+use crate::memory::{Conversation, MemoryType, Scope, Tenant};
+
+/// Crockford base-32, the ULID alphabet.
+const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const MAX_TIME: u64 = (1 << 48) - 1;
+const TIME_CHARS: usize = 10;
+
+/// The milliseconds a ULID was minted at; `None` unless it has the 26 characters of a
+/// ULID and a valid 48-bit time part.
+pub fn ulid_time(id: &str) -> Option<u64> {
+    if id.len() != 26 {
+        return None;
+    }
+    let mut ms: u64 = 0;
+    for c in id.bytes().take(TIME_CHARS) {
+        let digit = ALPHABET.iter().position(|a| *a == c)?;
+        ms = ms * 32 + digit as u64;
+    }
+    (ms <= MAX_TIME).then_some(ms)
+}
+
+/// `ms` in ten ULID characters, so that text order is time order.
+pub fn encode_time(ms: u64) -> String {
+    let mut out = [0u8; TIME_CHARS];
+    let mut rest = ms;
+    for slot in out.iter_mut().rev() {
+        *slot = ALPHABET[(rest % 32) as usize];
+        rest /= 32;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Sorts the newest first in S3's ascending listing.
+pub fn inverted_time(ms: u64) -> Option<String> {
+    (ms <= MAX_TIME).then(|| encode_time(MAX_TIME - ms))
+}
+
+/// A stable, non-secret stand-in for a conversation id: the first 16 hex characters of its
+/// SHA-256, so the id itself never appears in a key.
+pub fn digest(conversation: &Conversation) -> String {
+    let hash = Sha256::digest(conversation.as_str().as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn prefix(tenant: &Tenant) -> String {
+    format!("index/{}/", tenant.as_str())
+}
+
+/// The index key of a memory; `None` for an id that is not a ULID (nothing to sort by).
+pub fn key(
+    tenant: &Tenant,
+    id: &str,
+    memory_type: MemoryType,
+    scope: Scope,
+    conversation: Option<&Conversation>,
+) -> Option<String> {
+    let inverted = inverted_time(ulid_time(id)?)?;
+    let mut key = format!("{}{inverted}#{id}#{memory_type}", prefix(tenant));
+    if scope == Scope::Conversation {
+        key.push('#');
+        key.push_str(&digest(conversation?));
+    }
+    Some(key)
+}
+
+/// What an index key says about its memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub id: String,
+    /// As written; a type this version does not know still counts towards totals.
+    pub memory_type: String,
+    pub digest: Option<String>,
+}
+
+impl Entry {
+    /// `None` for a key that is not an index entry.
+    pub fn parse(key: &str) -> Option<Entry> {
+        let name = key.rsplit('/').next()?;
+        let parts: Vec<&str> = name.split('#').collect();
+        if !(3..=4).contains(&parts.len()) || parts[1].is_empty() || parts[2].is_empty() {
+            return None;
+        }
+        Some(Entry {
+            id: parts[1].to_owned(),
+            memory_type: parts[2].to_owned(),
+            digest: parts
+                .get(3)
+                .filter(|d| !d.is_empty())
+                .map(|d| d.to_string()),
+        })
+    }
+
+    /// Key-level visibility: a conversation's note shows only to that conversation. The
+    /// memory itself stays authoritative wherever it is read.
+    pub fn visible_to(&self, conversation_digest: Option<&str>) -> bool {
+        match &self.digest {
+            None => true,
+            Some(d) => conversation_digest == Some(d.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant() -> Tenant {
+        Tenant::new_unchecked("acme".into())
+    }
+
+    #[test]
+    fn ulid_time_reads_the_time_part_of_minted_ids() {
+        let ms = 1_780_000_000_123;
+        assert_eq!(ulid_time(&crate::memory::new_id(ms)), Some(ms as u64));
+        assert_eq!(ulid_time("01J0000000000000000000000"), None); // 25 characters
+        assert_eq!(ulid_time("01J00000U0000000000000000A"), None); // U is not Crockford
+        assert_eq!(ulid_time("80000000000000000000000000"), None); // past 2^48 - 1
+        assert_eq!(ulid_time("7ZZZZZZZZZ0000000000000000"), Some(MAX_TIME));
+    }
+
+    #[test]
+    fn inverted_time_sorts_newest_first_at_a_fixed_width() {
+        let older = inverted_time(1_000).unwrap();
+        let newer = inverted_time(2_000).unwrap();
+        assert!(newer < older);
+        assert_eq!(inverted_time(MAX_TIME).unwrap(), "0000000000");
+        assert_eq!(inverted_time(0).unwrap(), "7ZZZZZZZZZ");
+        assert_eq!(inverted_time(MAX_TIME + 1), None);
+    }
+
+    #[test]
+    fn keys_round_trip_and_hide_the_conversation() {
+        let chat = Conversation::new_unchecked("chat:1".into());
+        let id = crate::memory::new_id(1_780_000_000_000);
+        let project = key(
+            &tenant(),
+            &id,
+            MemoryType::Pattern,
+            Scope::Project,
+            Some(&chat),
+        )
+        .unwrap();
+        assert!(project.starts_with("index/acme/") && project.ends_with(&format!("#{id}#pattern")));
+        assert_eq!(
+            Entry::parse(&project).unwrap(),
+            Entry {
+                id: id.clone(),
+                memory_type: "pattern".into(),
+                digest: None
+            }
+        );
+        let note = key(
+            &tenant(),
+            &id,
+            MemoryType::Conversation,
+            Scope::Conversation,
+            Some(&chat),
+        )
+        .unwrap();
+        assert!(!note.contains("chat:1"));
+        let entry = Entry::parse(&note).unwrap();
+        let d = digest(&chat);
+        assert_eq!(d.len(), 16);
+        assert!(
+            d.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_eq!(entry.digest.as_deref(), Some(d.as_str()));
+        assert!(entry.visible_to(Some(&d)) && !entry.visible_to(None));
+        assert!(!entry.visible_to(Some("0000000000000000")));
+        assert_eq!(
+            key(
+                &tenant(),
+                "not-a-ulid",
+                MemoryType::Project,
+                Scope::Project,
+                None
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn malformed_keys_are_not_entries() {
+        for bad in [
+            "index/acme/x",
+            "index/acme/a#b",
+            "index/acme/a##project",
+            "index/acme/a#b#",
+            "a#b#c#d#e",
+        ] {
+            assert_eq!(Entry::parse(bad), None, "{bad}");
+        }
+        assert!(
+            Entry::parse("index/acme/T#id#project#")
+                .unwrap()
+                .digest
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,400 @@
+//! The AWS store (BEHAVIOR.md §7): memories in S3 Vectors, and in an ordinary state bucket
+//! a recency index (for listing and counting) and usage counters that need no lock. Nothing
+//! is updated in place, and nothing is called at boot: a missing bucket shows up as a tool
+//! error on first use, never as a pod that will not start.
+//!
+//! Visibility is applied after each read, as the original did: recall's candidates are the
+//! tenant's nearest, so other conversations' notes can take candidate slots (PostgreSQL and
+//! SQLite filter first). Dedup is not atomic here: two identical concurrent writes can both
+//! land, the cheap direction to fail in.
+
+mod counters;
+mod index;
+mod objects;
+mod vectors;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{Counts, MemoryStore, Remembered, StoreError, keep_nearest};
+use crate::dedup;
+use crate::log;
+use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use counters::{Clock, Counters, Tally};
+use index::Entry;
+use objects::{Condition, Objects, S3Objects};
+use vectors::Vectors;
+
+/// Counting stops after this many index keys, and says its figures are lower bounds.
+const STATS_SCAN_CAP: usize = 10_000;
+/// A listing filtered by type or conversation reads index keys in pages this large.
+const FILTERED_PAGE: usize = 1_000;
+
+/// Where the memories are and how the counters behave.
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    pub vector_bucket: String,
+    pub vector_index: String,
+    pub state_bucket: String,
+    pub region: String,
+    /// Path-style bucket addressing, for S3-compatible endpoints such as the emulator.
+    pub force_path_style: bool,
+    pub flush_every: Duration,
+    pub compact_threshold: usize,
+}
+
+pub struct S3Store {
+    vectors: Vectors,
+    objects: Arc<dyn Objects>,
+    counters: Arc<Counters>,
+    flusher: tokio::task::JoinHandle<()>,
+    state_bucket: String,
+    /// `STATS_SCAN_CAP`, except in tests that need to reach it quickly.
+    stats_scan_cap: usize,
+}
+
+impl S3Store {
+    /// Builds the clients (no network call) and starts the counter flush timer.
+    pub async fn open(settings: &S3Settings) -> S3Store {
+        let sdk = crate::aws::sdk_config(&settings.region).await;
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(settings.force_path_style)
+                .build(),
+        );
+        let objects: Arc<dyn Objects> = Arc::new(S3Objects::new(s3, &settings.state_bucket));
+        let clock: Clock = Arc::new(crate::memory::now_ms);
+        let counters = Arc::new(Counters::new(
+            Arc::clone(&objects),
+            Counters::pod_id(),
+            clock,
+            settings.compact_threshold,
+        ));
+        S3Store {
+            vectors: Vectors::new(
+                aws_sdk_s3vectors::Client::new(&sdk),
+                &settings.vector_bucket,
+                &settings.vector_index,
+            ),
+            objects,
+            flusher: flush_periodically(Arc::clone(&counters), settings.flush_every),
+            counters,
+            state_bucket: settings.state_bucket.clone(),
+            stats_scan_cap: STATS_SCAN_CAP,
+        }
+    }
+
+    /// The tenant's nearest memories that `visibility` may see, without usage counts.
+    async fn nearest_visible(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let found = self.vectors.query(tenant, embedding, k).await?;
+        Ok(found
+            .into_iter()
+            .filter_map(|(key, similarity, metadata)| {
+                let memory = vectors::read(tenant, &key, &metadata)?;
+                visibility
+                    .can_see(&memory)
+                    .then_some(Hit { memory, similarity })
+            })
+            .collect())
+    }
+
+    async fn usage(&self, tenant: &Tenant) -> Result<Tally, StoreError> {
+        self.counters
+            .load(tenant)
+            .await
+            .map_err(|e| StoreError::Failed(format!("the usage counters could not be read — {e}")))
+    }
+
+    /// Index keys under the tenant's prefix, newest first, that `keep` accepts, until
+    /// `limit` are found or the keys run out.
+    async fn scan_index(
+        &self,
+        tenant: &Tenant,
+        page: usize,
+        limit: usize,
+        keep: impl Fn(&Entry) -> bool,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let prefix = index::prefix(tenant);
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        while found.len() < limit {
+            let keys = self
+                .objects
+                .list(&prefix, after.as_deref(), page)
+                .await
+                .map_err(state_failed)?;
+            found.extend(
+                keys.iter()
+                    .filter_map(|k| Entry::parse(k))
+                    .filter(|e| keep(e)),
+            );
+            if keys.len() < page {
+                break;
+            }
+            after = keys.last().cloned();
+        }
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
+impl Drop for S3Store {
+    fn drop(&mut self) {
+        self.flusher.abort();
+    }
+}
+
+/// The flush timer; it lives on the runtime, so it never keeps the process alive.
+fn flush_periodically(counters: Arc<Counters>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            if let Err(failed) = counters.flush().await {
+                log::error(
+                    "stats_flush_failed",
+                    &failed.error.to_string(),
+                    &log::Fields {
+                        tenant: Some(&failed.tenant),
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+    })
+}
+
+fn state_failed(e: objects::ObjectError) -> StoreError {
+    StoreError::Failed(e.to_string())
+}
+
+/// Fills a memory's usage from the counters.
+fn with_usage(mut memory: Memory, tally: &Tally) -> Memory {
+    if let Some(usage) = tally.get(&memory.id) {
+        memory.access_count = usage.access;
+        memory.last_accessed_at = chrono::DateTime::parse_from_rfc3339(&usage.last_at)
+            .ok()
+            .map(|t| t.timestamp_millis());
+    }
+    memory
+}
+
+fn digest_of(visibility: &Visibility) -> Option<String> {
+    visibility.conversation.as_ref().map(index::digest)
+}
+
+#[async_trait]
+impl MemoryStore for S3Store {
+    async fn remember(
+        &self,
+        tenant: &Tenant,
+        memory: NewMemory,
+        embedding: &[f32],
+        dedup_scope: &Visibility,
+    ) -> Result<Remembered, StoreError> {
+        let neighbours = self
+            .nearest_visible(tenant, dedup_scope, embedding, dedup::NEIGHBOURS)
+            .await?;
+        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+        }
+        let metadata = vectors::metadata(tenant, &memory);
+        vectors::check_budget(&metadata)?;
+        let index_key = index::key(
+            tenant,
+            &memory.id,
+            memory.memory_type,
+            memory.scope,
+            memory.conversation.as_ref(),
+        )
+        .ok_or_else(|| StoreError::Failed("the new memory's id is not a ULID".into()))?;
+        let vector_key = vectors::key(tenant, &memory.id);
+        // Vector first: an index key with no memory behind it would list as a gap.
+        self.vectors.put(&vector_key, embedding, &metadata).await?;
+        if let Err(e) = self
+            .objects
+            .put(&index_key, Vec::new(), Condition::Always)
+            .await
+        {
+            // Unlisted memories would still be recalled and counted as duplicates, so take
+            // the vector back and let the agent retry the whole write.
+            let _ = self.vectors.delete(&[vector_key]).await;
+            return Err(state_failed(e));
+        }
+        Ok(Remembered::Stored(memory.into_memory()))
+    }
+
+    async fn nearest(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let hits = self
+            .nearest_visible(tenant, visibility, embedding, k)
+            .await?;
+        let tally = self.usage(tenant).await?;
+        let hits = hits
+            .into_iter()
+            .map(|h| Hit {
+                memory: with_usage(h.memory, &tally),
+                similarity: h.similarity,
+            })
+            .collect();
+        Ok(keep_nearest(hits, k))
+    }
+
+    async fn list(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        memory_type: Option<MemoryType>,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let digest = digest_of(visibility);
+        // Unfiltered, every key counts, so a page of `limit` is exactly enough.
+        let page = if memory_type.is_none() && digest.is_none() {
+            limit.max(1)
+        } else {
+            FILTERED_PAGE
+        };
+        let entries = self
+            .scan_index(tenant, page, limit, |e| {
+                e.visible_to(digest.as_deref())
+                    && memory_type.is_none_or(|t| e.memory_type == t.as_str())
+            })
+            .await?;
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|e| vectors::key(tenant, &e.id))
+            .collect();
+        let bodies = self.vectors.get(&keys).await?;
+        let tally = if bodies.is_empty() {
+            Tally::new()
+        } else {
+            self.usage(tenant).await?
+        };
+        // Index order is newest first; the body, not the key, decides visibility.
+        Ok(keys
+            .iter()
+            .filter_map(|key| vectors::read(tenant, key, bodies.get(key)?))
+            .filter(|m| visibility.can_see(m))
+            .map(|m| with_usage(m, &tally))
+            .collect())
+    }
+
+    async fn delete(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let key = vectors::key(tenant, id);
+        let found = self.vectors.get(std::slice::from_ref(&key)).await?;
+        let Some(memory) = found
+            .get(&key)
+            .and_then(|metadata| vectors::read(tenant, &key, metadata))
+            .filter(|m| visibility.can_see(m))
+        else {
+            return Ok(false);
+        };
+        self.vectors.delete(&[key]).await?;
+        // The memory is gone; a leftover index key only costs a listing slot and a count.
+        let index_key = index::key(
+            tenant,
+            &memory.id,
+            memory.memory_type,
+            memory.scope,
+            memory.conversation.as_ref(),
+        );
+        let cleaned = match index_key {
+            Some(k) => self.objects.delete(&[k]).await.map_err(|e| e.to_string()),
+            None => Err("the id is not a ULID, so its index key cannot be named".into()),
+        };
+        if let Err(message) = cleaned {
+            log::error(
+                "index_cleanup_failed",
+                &message,
+                &log::Fields {
+                    tenant: Some(tenant.as_str()),
+                    ..Default::default()
+                },
+            );
+        }
+        Ok(true)
+    }
+
+    async fn count_by_type(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+    ) -> Result<Counts, StoreError> {
+        let keys = self
+            .objects
+            .list(&index::prefix(tenant), None, self.stats_scan_cap)
+            .await
+            .map_err(state_failed)?;
+        let digest = digest_of(visibility);
+        let visible: Vec<Entry> = keys
+            .iter()
+            .filter_map(|k| Entry::parse(k))
+            .filter(|e| e.visible_to(digest.as_deref()))
+            .collect();
+        let mut counts = Counts::from_tallies(
+            visible
+                .iter()
+                .filter_map(|e| MemoryType::parse(&e.memory_type).map(|t| (t, 1))),
+        );
+        // A type this version does not know still counts towards the total.
+        counts.total = visible.len() as u64;
+        counts.scan_cap = (keys.len() >= self.stats_scan_cap).then_some(self.stats_scan_cap);
+        Ok(counts)
+    }
+
+    async fn record_access(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        used: &[&Memory],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        for memory in used.iter().filter(|m| visibility.can_see(m)) {
+            self.counters.record(tenant, &memory.id, at);
+        }
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.counters.flush().await.map_err(|failed| {
+            StoreError::Failed(format!(
+                "the usage counters could not be written — {}",
+                failed.error
+            ))
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "S3 Vectors {} with state in s3://{}",
+            self.vectors.describe(),
+            self.state_bucket
+        )
+    }
+
+    fn exact_counts(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests;

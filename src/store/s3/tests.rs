@@ -1,0 +1,539 @@
+//! The S3 store against the AWS emulator (`tests/support/aws_emulator.py`), which
+//! `make test` starts and points `AWS_ENDPOINT_URL` at. Every test creates its own buckets,
+//! so tests share one emulator without a reset.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::counters::{Compacted, Counters};
+use super::objects::ObjectError;
+use super::*;
+use crate::memory::Conversation;
+
+const WIDTH: i32 = 8;
+
+fn region() -> String {
+    std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into())
+}
+
+fn require_emulator() {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL").is_ok(),
+        "the S3 tests need the AWS emulator: run them through `make test`, or \
+         `scripts/with-aws.sh cargo test --features s3`"
+    );
+}
+
+fn unique(what: &str) -> String {
+    format!(
+        "{what}-{:012x}",
+        crate::memory::rand_u128() as u64 & 0xffff_ffff_ffff
+    )
+}
+
+async fn sdk() -> aws_config::SdkConfig {
+    crate::aws::sdk_config(&region()).await
+}
+
+async fn s3_client() -> aws_sdk_s3::Client {
+    let sdk = sdk().await;
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+/// Creates a vector bucket with an index as the README says to, and a state bucket.
+async fn buckets() -> S3Settings {
+    require_emulator();
+    let settings = S3Settings {
+        vector_bucket: unique("vectors"),
+        vector_index: "memories".into(),
+        state_bucket: unique("state"),
+        region: region(),
+        force_path_style: true,
+        flush_every: Duration::from_secs(3600),
+        compact_threshold: 20,
+    };
+    let vectors = aws_sdk_s3vectors::Client::new(&sdk().await);
+    vectors
+        .create_vector_bucket()
+        .vector_bucket_name(&settings.vector_bucket)
+        .send()
+        .await
+        .unwrap();
+    let mut config = MetadataConfiguration::builder();
+    for key in vectors::NON_FILTERABLE {
+        config = config.non_filterable_metadata_keys(key);
+    }
+    vectors
+        .create_index()
+        .vector_bucket_name(&settings.vector_bucket)
+        .index_name(&settings.vector_index)
+        .data_type(DataType::Float32)
+        .dimension(WIDTH)
+        .distance_metric(DistanceMetric::Cosine)
+        .metadata_configuration(config.build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    s3_client()
+        .await
+        .create_bucket()
+        .bucket(&settings.state_bucket)
+        .send()
+        .await
+        .unwrap();
+    settings
+}
+
+async fn fresh() -> S3Store {
+    S3Store::open(&buckets().await).await
+}
+
+crate::store::suite::store_suite!(fresh().await);
+
+async fn index_keys(store: &S3Store, who: &str) -> Vec<String> {
+    store
+        .objects
+        .list(&index::prefix(&tenant(who)), None, 1_000)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_layout_is_the_one_the_original_wrote() {
+    let store = fresh().await;
+    let chat = "chat:1";
+    let mut m = note(
+        "deploys go through argo",
+        T0,
+        Scope::Conversation,
+        Some(chat),
+    );
+    m.memory_type = MemoryType::Reference;
+    m.tags = vec!["ops".into()];
+    let stored = store_one(&store, "acme", m, &direction(0, 0.0)).await;
+
+    let keys = index_keys(&store, "acme").await;
+    let digest = index::digest(&Conversation::new_unchecked(chat.into()));
+    assert_eq!(
+        keys,
+        [format!(
+            "index/acme/{}#{}#reference#{digest}",
+            index::inverted_time(T0 as u64).unwrap(),
+            stored.id
+        )]
+    );
+    let records = store
+        .vectors
+        .get(&[format!("acme#{}", stored.id)])
+        .await
+        .unwrap();
+    let metadata = &records[&format!("acme#{}", stored.id)];
+    assert_eq!(metadata["tenantId"], "acme");
+    assert_eq!(metadata["scope"], "conversation");
+    assert_eq!(metadata["conversation"], chat);
+    assert_eq!(metadata["tags"], serde_json::json!(["ops"]));
+    assert!(metadata.get("category").is_none());
+}
+
+#[tokio::test]
+async fn an_orphaned_index_key_is_skipped_in_listings_but_counted() {
+    let store = fresh().await;
+    let acme = tenant("acme");
+    let a = store_one(
+        &store,
+        "acme",
+        note("a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let b = store_one(
+        &store,
+        "acme",
+        note("b", T0 + 1, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    // The memory behind b's key vanished (a forget whose index cleanup failed).
+    store
+        .vectors
+        .delete(&[format!("acme#{}", b.id)])
+        .await
+        .unwrap();
+    let listed = store.list(&acme, &seen_from(None), None, 2).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        [a.id.as_str()]
+    );
+    let counts = store.count_by_type(&acme, &seen_from(None)).await.unwrap();
+    assert_eq!((counts.total, counts.scan_cap), (2, None));
+}
+
+#[tokio::test]
+async fn forget_removes_the_index_key_and_honours_visibility() {
+    let store = fresh().await;
+    let acme = tenant("acme");
+    let mine = store_one(
+        &store,
+        "acme",
+        note("mine", T0, Scope::Conversation, Some("chat:1")),
+        &direction(0, 0.0),
+    )
+    .await;
+    assert!(
+        !store
+            .delete(&acme, &seen_from(Some("chat:2")), &mine.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete(&tenant("other"), &seen_from(Some("chat:1")), &mine.id)
+            .await
+            .unwrap()
+    );
+    assert_eq!(index_keys(&store, "acme").await.len(), 1);
+    assert!(
+        store
+            .delete(&acme, &seen_from(Some("chat:1")), &mine.id)
+            .await
+            .unwrap()
+    );
+    assert!(index_keys(&store, "acme").await.is_empty());
+    assert_eq!(
+        store
+            .count_by_type(&acme, &seen_from(Some("chat:1")))
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+}
+
+#[tokio::test]
+async fn counting_stops_at_the_cap_and_says_so() {
+    let mut store = fresh().await;
+    // The real cap is 10,000 keys; the rule is the same at 40, and 40 writes are quick.
+    store.stats_scan_cap = 40;
+    let acme = tenant("acme");
+    store_one(
+        &store,
+        "acme",
+        note("a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    // Index keys alone are what counting reads: write the rest directly, with one type
+    // this version does not know.
+    let mut keys = Vec::new();
+    for i in 1..store.stats_scan_cap as i64 + 5 {
+        let id = crate::memory::new_id(T0 + i);
+        let t = if i == store.stats_scan_cap as i64 + 4 {
+            "future-type"
+        } else {
+            "pattern"
+        };
+        let inverted = index::inverted_time((T0 + i) as u64).unwrap();
+        keys.push(format!("index/acme/{inverted}#{id}#{t}"));
+    }
+    futures_util::stream::iter(keys)
+        .map(|k| {
+            let objects = Arc::clone(&store.objects);
+            async move { objects.put(&k, Vec::new(), Condition::Always).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    let counts = store.count_by_type(&acme, &seen_from(None)).await.unwrap();
+    assert_eq!(counts.scan_cap, Some(store.stats_scan_cap));
+    assert_eq!(counts.total, store.stats_scan_cap as u64);
+    // The newest keys come first, so the scan saw the unknown type but not the oldest memory.
+    assert_eq!(
+        counts.by_type,
+        [(MemoryType::Pattern, store.stats_scan_cap as u64 - 1)]
+    );
+}
+
+#[tokio::test]
+async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
+    let store = fresh().await;
+    let mut m = note(&"\"".repeat(25_000), T0, Scope::Project, None);
+    m.tags = vec!["x".into()];
+    let err = store
+        .remember(&tenant("acme"), m, &direction(0, 0.0), &seen_from(None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Refused(ref e) if e.contains("40000 byte limit")),
+        "{err}"
+    );
+    assert!(index_keys(&store, "acme").await.is_empty());
+    assert!(
+        store
+            .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn missing_buckets_are_tool_errors_not_crashes() {
+    require_emulator();
+    let store = S3Store::open(&S3Settings {
+        vector_bucket: unique("absent"),
+        vector_index: "memories".into(),
+        state_bucket: unique("absent"),
+        region: region(),
+        force_path_style: true,
+        flush_every: Duration::from_secs(3600),
+        compact_threshold: 20,
+    })
+    .await;
+    let err = store
+        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("S3 Vectors QueryVectors failed — NotFoundException"),
+        "{err}"
+    );
+    let err = store
+        .count_by_type(&tenant("acme"), &seen_from(None))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("S3 ListObjectsV2 failed — NoSuchBucket"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn recall_counts_reach_other_pods_through_the_state_bucket() {
+    let settings = buckets().await;
+    let one = S3Store::open(&settings).await;
+    let two = S3Store::open(&settings).await;
+    let acme = tenant("acme");
+    let m = store_one(
+        &one,
+        "acme",
+        note("a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    one.record_access(&acme, &seen_from(None), &[&m], T0 + 10)
+        .await
+        .unwrap();
+    one.flush().await.unwrap();
+    let seen = two
+        .nearest(&acme, &seen_from(None), &direction(0, 0.0), 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        (seen[0].memory.access_count, seen[0].memory.last_accessed_at),
+        (1, Some(T0 + 10))
+    );
+}
+
+/// The state bucket with its deletes refused: a pod that dies between folding shards
+/// into merged.json and deleting them.
+struct DiesBeforeCleanup(Arc<dyn Objects>);
+
+#[async_trait]
+impl Objects for DiesBeforeCleanup {
+    async fn get(&self, key: &str) -> Result<Option<objects::Object>, ObjectError> {
+        self.0.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: Condition<'_>,
+    ) -> Result<(), ObjectError> {
+        self.0.put(key, body, condition).await
+    }
+    async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ObjectError> {
+        self.0.list(prefix, after, limit).await
+    }
+    async fn delete(&self, _: &[String]) -> Result<(), ObjectError> {
+        Err(ObjectError::Failed("the pod died".into()))
+    }
+}
+
+/// Several pods in one process against the emulator's S3: concurrent flushes and
+/// compactions every round, one pod that dies right after a fold without cleaning up, and
+/// one whose clock runs a minute behind. Once everything settles, every use recorded
+/// anywhere is counted exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_use_counts_exactly_once_across_pods() {
+    let settings = buckets().await;
+    let bucket: Arc<dyn Objects> =
+        Arc::new(S3Objects::new(s3_client().await, &settings.state_bucket));
+    let now = Arc::new(AtomicI64::new(T0));
+    let clock = |skew: i64| -> counters::Clock {
+        let now = Arc::clone(&now);
+        Arc::new(move || now.load(Ordering::SeqCst) + skew)
+    };
+    let make = |name: &str, objects: Arc<dyn Objects>, skew: i64| {
+        Arc::new(Counters::new(objects, name.into(), clock(skew), 2))
+    };
+    let mut pods = vec![
+        make("a", Arc::clone(&bucket), 0),
+        make("b", Arc::clone(&bucket), 0),
+        make("behind", Arc::clone(&bucket), -60_000),
+        make(
+            "doomed",
+            Arc::new(DiesBeforeCleanup(Arc::clone(&bucket))),
+            0,
+        ),
+    ];
+    let tenants = [tenant("acme"), tenant("globex")];
+    let mut expected: HashMap<(String, String), u64> = HashMap::new();
+    let mut folds = 0;
+    for round in 0..12i64 {
+        now.fetch_add(10_000, Ordering::SeqCst);
+        for (p, pod) in pods.iter().enumerate() {
+            for use_ in 0..(round as usize + p) % 4 + 1 {
+                let t = &tenants[(use_ + p) % 2];
+                let id = format!("m{}", (round as usize + use_) % 5);
+                pod.record(t, &id, T0 + round);
+                *expected.entry((t.as_str().into(), id)).or_default() += 1;
+            }
+        }
+        // Every pod flushes and folds at once.
+        let mut work = tokio::task::JoinSet::new();
+        for pod in &pods {
+            for t in tenants.clone() {
+                let pod = Arc::clone(pod);
+                work.spawn(async move {
+                    pod.flush().await.unwrap();
+                    match pod.read(&t).await.unwrap().compaction {
+                        Some(plan) => pod.compact(plan).await.unwrap(),
+                        None => Compacted::Lost,
+                    }
+                });
+            }
+        }
+        while let Some(done) = work.join_next().await {
+            if let Compacted::Folded(_) = done.unwrap() {
+                folds += 1;
+            }
+        }
+        if round == 5 {
+            pods.pop(); // "doomed" has flushed everything it recorded; it dies now.
+        }
+    }
+    assert!(folds > 0, "the simulation must exercise compaction");
+    // Let everything settle: past the lag, every pod folds until nothing is left to fold.
+    now.fetch_add(5 * 60_000, Ordering::SeqCst);
+    for _ in 0..4 {
+        for pod in &pods {
+            for t in &tenants {
+                pod.flush().await.unwrap();
+                if let Some(plan) = pod.read(t).await.unwrap().compaction {
+                    pod.compact(plan).await.unwrap();
+                }
+            }
+        }
+    }
+    let reader = make("reader", Arc::clone(&bucket), 0);
+    for t in &tenants {
+        let tally = reader.read(t).await.unwrap().tally;
+        for id in (0..5).map(|i| format!("m{i}")) {
+            let want = expected
+                .get(&(t.as_str().into(), id.clone()))
+                .copied()
+                .unwrap_or(0);
+            assert_eq!(
+                tally.get(&id).map_or(0, |u| u.access),
+                want,
+                "{} {id}",
+                t.as_str()
+            );
+        }
+    }
+}
+
+/// A tiny S3 that answers every PutObject with one status, for the conditional-write
+/// outcomes the emulator never produces (409).
+async fn s3_answering(status: u16, code: &'static str) -> S3Objects {
+    use axum::http::{HeaderMap, StatusCode};
+    let app = axum::Router::new().fallback(move |_: HeaderMap| async move {
+        (
+            StatusCode::from_u16(status).unwrap(),
+            [("content-type", "application/xml")],
+            format!(
+                "<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>stub</Message></Error>"
+            ),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(url)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "test", "test", None, None, "stub",
+        ))
+        .force_path_style(true)
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+        .build();
+    S3Objects::new(aws_sdk_s3::Client::from_conf(config), "state")
+}
+
+#[tokio::test]
+async fn lost_races_are_preconditions_and_everything_else_propagates() {
+    for (status, code) in [
+        (412, "PreconditionFailed"),
+        (409, "ConditionalRequestConflict"),
+    ] {
+        let s3 = s3_answering(status, code).await;
+        for condition in [Condition::IfMatch("\"1\""), Condition::IfAbsent] {
+            assert_eq!(
+                s3.put("k", vec![], condition).await,
+                Err(ObjectError::Precondition),
+                "{status}"
+            );
+        }
+    }
+    // The merged file vanished under an If-Match: someone else changed it.
+    let gone = s3_answering(404, "NoSuchKey").await;
+    assert_eq!(
+        gone.put("k", vec![], Condition::IfMatch("\"1\"")).await,
+        Err(ObjectError::Precondition)
+    );
+    // A 500 must never look like a lost race.
+    let broken = s3_answering(500, "InternalError").await;
+    let err = broken
+        .put("k", vec![], Condition::IfAbsent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ObjectError::Failed(ref m) if m.contains("InternalError")),
+        "{err:?}"
+    );
+    assert!(
+        broken
+            .get("k")
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("InternalError")
+    );
+}

@@ -1,0 +1,435 @@
+//! The memories themselves, in an S3 Vectors index (BEHAVIOR.md §7.1): one vector per
+//! memory under `<tenant>#<id>`, with the body in its metadata so that recall is a single
+//! QueryVectors call. The index is created outside the server with `content`, `createdAt`,
+//! `tags` and `trustBase` non-filterable.
+
+use std::collections::HashMap;
+
+use aws_sdk_s3vectors::types::{PutInputVector, VectorData};
+use aws_smithy_types::{Document, Number};
+use serde_json::{Map, Value, json};
+
+use super::super::StoreError;
+use crate::aws;
+use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, iso};
+
+/// QueryVectors answers at most this many per call.
+const TOP_K_MAX: usize = 100;
+const GET_BATCH: usize = 100;
+const DELETE_BATCH: usize = 500;
+/// Budgets of the metadata's JSON text; "KB" taken as 1,000 to keep a margin (§7.1).
+const FILTERABLE_BYTES: usize = 2_000;
+const METADATA_BYTES: usize = 40_000;
+const CONTENT_BYTES: usize = 32_000;
+
+pub struct Vectors {
+    client: aws_sdk_s3vectors::Client,
+    bucket: String,
+    index: String,
+}
+
+impl Vectors {
+    pub fn new(client: aws_sdk_s3vectors::Client, bucket: &str, index: &str) -> Self {
+        Vectors {
+            client,
+            bucket: bucket.to_owned(),
+            index: index.to_owned(),
+        }
+    }
+
+    pub async fn put(
+        &self,
+        key: &str,
+        embedding: &[f32],
+        metadata: &Value,
+    ) -> Result<(), StoreError> {
+        let vector = PutInputVector::builder()
+            .key(key)
+            .data(VectorData::Float32(embedding.to_vec()))
+            .metadata(to_document(metadata))
+            .build()
+            .map_err(|e| failed("PutVectors", &e.to_string()))?;
+        self.client
+            .put_vectors()
+            .vector_bucket_name(&self.bucket)
+            .index_name(&self.index)
+            .vectors(vector)
+            .send()
+            .await
+            .map_err(|e| failed("PutVectors", &aws::describe(&e)))?;
+        Ok(())
+    }
+
+    /// The tenant's nearest records as `(key, similarity, metadata)`. The tenant filter is
+    /// the only filter ever sent: visibility is applied by the caller.
+    pub async fn query(
+        &self,
+        tenant: &Tenant,
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<(String, f64, Value)>, StoreError> {
+        let mut found = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .query_vectors()
+                .vector_bucket_name(&self.bucket)
+                .index_name(&self.index)
+                .top_k(k.clamp(1, TOP_K_MAX) as i32)
+                .query_vector(VectorData::Float32(embedding.to_vec()))
+                .filter(to_document(&json!({"tenantId": tenant.as_str()})))
+                .return_metadata(true)
+                .return_distance(true)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| failed("QueryVectors", &aws::describe(&e)))?;
+            for v in out.vectors() {
+                // A missing distance reads as orthogonal: similarity 0.
+                let similarity = 1.0 - f64::from(v.distance().unwrap_or(1.0));
+                let metadata = v.metadata().map(from_document).unwrap_or(Value::Null);
+                found.push((v.key().to_owned(), similarity, metadata));
+            }
+            match out.next_token() {
+                Some(next) if found.len() < k => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        found.truncate(k);
+        Ok(found)
+    }
+
+    /// The records under `keys` that exist, as `key → metadata`.
+    pub async fn get(&self, keys: &[String]) -> Result<HashMap<String, Value>, StoreError> {
+        let mut found = HashMap::new();
+        for batch in keys.chunks(GET_BATCH) {
+            let out = self
+                .client
+                .get_vectors()
+                .vector_bucket_name(&self.bucket)
+                .index_name(&self.index)
+                .set_keys(Some(batch.to_vec()))
+                .return_metadata(true)
+                .return_data(false)
+                .send()
+                .await
+                .map_err(|e| failed("GetVectors", &aws::describe(&e)))?;
+            for v in out.vectors() {
+                let metadata = v.metadata().map(from_document).unwrap_or(Value::Null);
+                found.insert(v.key().to_owned(), metadata);
+            }
+        }
+        Ok(found)
+    }
+
+    pub async fn delete(&self, keys: &[String]) -> Result<(), StoreError> {
+        for batch in keys.chunks(DELETE_BATCH) {
+            self.client
+                .delete_vectors()
+                .vector_bucket_name(&self.bucket)
+                .index_name(&self.index)
+                .set_keys(Some(batch.to_vec()))
+                .send()
+                .await
+                .map_err(|e| failed("DeleteVectors", &aws::describe(&e)))?;
+        }
+        Ok(())
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{}/{}", self.bucket, self.index)
+    }
+}
+
+fn failed(operation: &str, cause: &str) -> StoreError {
+    StoreError::Failed(format!("S3 Vectors {operation} failed — {cause}"))
+}
+
+/// The vector key: built from the caller's own tenant, so an id from another project can
+/// never address its memory.
+pub fn key(tenant: &Tenant, id: &str) -> String {
+    format!("{}#{id}", tenant.as_str())
+}
+
+/// The record's metadata. Keys with nothing to say are left out rather than empty: S3
+/// Vectors refuses a whole write over an empty array.
+pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
+    let mut m = Map::new();
+    m.insert("tenantId".into(), json!(tenant.as_str()));
+    m.insert("memoryType".into(), json!(memory.memory_type.as_str()));
+    if let Some(category) = &memory.category {
+        m.insert("category".into(), json!(category));
+    }
+    if memory.scope == Scope::Conversation {
+        m.insert("scope".into(), json!("conversation"));
+    }
+    if let Some(conversation) = &memory.conversation {
+        m.insert("conversation".into(), json!(conversation.as_str()));
+    }
+    m.insert("content".into(), json!(memory.content));
+    m.insert("createdAt".into(), json!(iso(memory.created_at)));
+    if !memory.tags.is_empty() {
+        m.insert("tags".into(), json!(memory.tags));
+    }
+    // An integer, as the original wrote it: `1`, not `1.0`.
+    m.insert("trustBase".into(), json!(1));
+    Value::Object(m)
+}
+
+/// The index's size limits, checked before any call (BEHAVIOR.md §7.1). The tool layer's
+/// own limits leave only JSON escaping to trip these: a body full of quotes or newlines
+/// serialises far larger than it reads.
+pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {
+    let content = metadata["content"].as_str().unwrap_or_default();
+    if content.len() > CONTENT_BYTES {
+        return Err(StoreError::Refused(format!(
+            "`content` is {} bytes; the maximum is {CONTENT_BYTES}. Store the essential fact \
+             rather than the whole document.",
+            content.len()
+        )));
+    }
+    let filterable: Map<String, Value> = metadata
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !NON_FILTERABLE.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let filterable_bytes = Value::Object(filterable).to_string().len();
+    if filterable_bytes > FILTERABLE_BYTES {
+        return Err(StoreError::Refused(format!(
+            "the filterable metadata is {filterable_bytes} bytes against a {FILTERABLE_BYTES} \
+             byte limit; shorten the category."
+        )));
+    }
+    let total = metadata.to_string().len();
+    if total > METADATA_BYTES {
+        return Err(StoreError::Refused(format!(
+            "the memory and its labels are {total} bytes against a {METADATA_BYTES} byte \
+             limit. Shorten the tags, or store a shorter fact."
+        )));
+    }
+    Ok(())
+}
+
+/// The keys the index is created with as non-filterable; the README's CLI matches.
+pub const NON_FILTERABLE: [&str; 4] = ["content", "createdAt", "tags", "trustBase"];
+
+/// A record read back, tolerant of what older deploys wrote; `None` for one that is not a
+/// memory of `tenant` (belt and braces: the query was already filtered by tenant).
+pub fn read(tenant: &Tenant, key: &str, metadata: &Value) -> Option<Memory> {
+    let id = key.split_once('#').map(|(_, id)| id)?;
+    let content = metadata.get("content")?.as_str()?;
+    if id.is_empty() || metadata.get("tenantId")?.as_str()? != tenant.as_str() {
+        return None;
+    }
+    let text = |k: &str| metadata.get(k).and_then(Value::as_str);
+    let created_at = text("createdAt")
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.timestamp_millis())
+        // A date that does not parse is never shown, and ranks as infinitely old.
+        .unwrap_or(0);
+    Some(Memory {
+        id: id.to_owned(),
+        content: content.to_owned(),
+        memory_type: text("memoryType")
+            .and_then(MemoryType::parse)
+            .unwrap_or(MemoryType::Project),
+        category: text("category").map(str::to_owned),
+        tags: metadata
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|tags| {
+                tags.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        created_at,
+        scope: match text("scope") {
+            Some("conversation") => Scope::Conversation,
+            _ => Scope::Project,
+        },
+        conversation: text("conversation")
+            .filter(|c| !c.is_empty())
+            .map(|c| Conversation::new_unchecked(c.to_owned())),
+        trust_base: metadata
+            .get("trustBase")
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0),
+        access_count: 0,
+        last_accessed_at: None,
+    })
+}
+
+/// JSON → the SDK's document type (its serde support is behind an unstable flag).
+fn to_document(value: &Value) -> Document {
+    match value {
+        Value::Null => Document::Null,
+        Value::Bool(b) => Document::Bool(*b),
+        Value::Number(n) => Document::Number(if let Some(u) = n.as_u64() {
+            Number::PosInt(u)
+        } else if let Some(i) = n.as_i64() {
+            Number::NegInt(i)
+        } else {
+            Number::Float(n.as_f64().unwrap_or_default())
+        }),
+        Value::String(s) => Document::String(s.clone()),
+        Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
+        Value::Object(map) => Document::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), to_document(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn from_document(document: &Document) -> Value {
+    match document {
+        Document::Null => Value::Null,
+        Document::Bool(b) => Value::Bool(*b),
+        Document::Number(Number::PosInt(u)) => json!(u),
+        Document::Number(Number::NegInt(i)) => json!(i),
+        Document::Number(Number::Float(f)) => json!(f),
+        Document::String(s) => Value::String(s.clone()),
+        Document::Array(items) => Value::Array(items.iter().map(from_document).collect()),
+        Document::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), from_document(v)))
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant() -> Tenant {
+        Tenant::new_unchecked("acme".into())
+    }
+
+    fn new_memory() -> NewMemory {
+        NewMemory {
+            id: "01KB0000000000000000000000".into(),
+            content: "use pnpm".into(),
+            memory_type: MemoryType::Pattern,
+            category: None,
+            tags: vec![],
+            created_at: 1_780_000_000_000,
+            scope: Scope::Project,
+            conversation: Some(Conversation::new_unchecked("chat:1".into())),
+        }
+    }
+
+    #[test]
+    fn metadata_leaves_out_what_is_empty_and_round_trips() {
+        let m = new_memory();
+        let meta = metadata(&tenant(), &m);
+        assert_eq!(
+            meta,
+            json!({"tenantId": "acme", "memoryType": "pattern", "conversation": "chat:1",
+                   "content": "use pnpm", "createdAt": "2026-05-28T20:26:40.000Z", "trustBase": 1})
+        );
+        assert_eq!(from_document(&to_document(&meta)), meta);
+        let back = read(&tenant(), &key(&tenant(), &m.id), &meta).unwrap();
+        assert_eq!(back, m.clone().into_memory());
+
+        let mut note = m.clone();
+        note.scope = Scope::Conversation;
+        note.tags = vec!["a".into()];
+        note.category = Some("decision".into());
+        let meta = metadata(&tenant(), &note);
+        assert_eq!(
+            (meta["scope"].clone(), meta["tags"].clone()),
+            (json!("conversation"), json!(["a"]))
+        );
+        assert_eq!(
+            read(&tenant(), &key(&tenant(), &note.id), &meta).unwrap(),
+            note.into_memory()
+        );
+    }
+
+    #[test]
+    fn reading_back_is_tolerant_but_never_crosses_tenants() {
+        let k = "acme#01KB0000000000000000000000";
+        let odd = json!({"tenantId": "acme", "content": "x", "memoryType": "weird",
+                         "category": 7, "tags": ["a", 1], "createdAt": "yesterday",
+                         "scope": "team", "conversation": "", "trustBase": "high"});
+        let m = read(&tenant(), k, &odd).unwrap();
+        assert_eq!(
+            (
+                m.memory_type,
+                m.category,
+                m.tags,
+                m.created_at,
+                m.scope,
+                m.conversation,
+                m.trust_base
+            ),
+            (
+                MemoryType::Project,
+                None,
+                vec!["a".to_owned()],
+                0,
+                Scope::Project,
+                None,
+                1.0
+            )
+        );
+        assert!(read(&tenant(), k, &json!({"tenantId": "other", "content": "x"})).is_none());
+        assert!(read(&tenant(), k, &json!({"tenantId": "acme"})).is_none());
+        assert!(
+            read(
+                &tenant(),
+                "acme#",
+                &json!({"tenantId": "acme", "content": "x"})
+            )
+            .is_none()
+        );
+        assert!(
+            read(
+                &tenant(),
+                "no-hash",
+                &json!({"tenantId": "acme", "content": "x"})
+            )
+            .is_none()
+        );
+        // Numbers come back as whichever variant the service chose.
+        let float = from_document(&Document::Number(Number::Float(1.0)));
+        assert_eq!(float.as_f64(), Some(1.0));
+    }
+
+    #[test]
+    fn budgets_are_checked_on_the_escaped_json() {
+        let mut m = new_memory();
+        m.content = "\"".repeat(25_000); // 25,000 bytes, 50,000 once escaped
+        let err = check_budget(&metadata(&tenant(), &m))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("the memory and its labels are 50") && err.contains("40000 byte limit"),
+            "{err}"
+        );
+        let mut m = new_memory();
+        m.category = Some("\\".repeat(1_000)); // 2,000 bytes once escaped
+        let err = check_budget(&metadata(&tenant(), &m))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("against a 2000 byte limit") && err.contains("category"),
+            "{err}"
+        );
+        assert!(check_budget(&metadata(&tenant(), &new_memory())).is_ok());
+        let mut m = new_memory();
+        m.content = "x".repeat(32_001);
+        assert!(
+            check_budget(&metadata(&tenant(), &m))
+                .unwrap_err()
+                .to_string()
+                .contains("essential fact")
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! Buckets on the local AWS emulator (`scripts/with-aws.sh` points `AWS_ENDPOINT_URL` at it),
+//! made the way the README tells operators to make them. Every call makes new, uniquely
+//! named buckets, so tests share one emulator without resetting it.
+
+use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
+
+pub fn endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL")
+        .expect("needs the AWS emulator: run through `make test` or scripts/with-aws.sh")
+}
+
+fn unique(what: &str) -> String {
+    format!(
+        "{what}-{}",
+        mcp_memory::memory::new_id(mcp_memory::memory::now_ms()).to_lowercase()
+    )
+}
+
+pub async fn sdk() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .load()
+        .await
+}
+
+pub async fn s3() -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk().await)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+/// The vector bucket and index exactly as the README's CLI creates them, and a state bucket.
+pub async fn buckets(width: usize) -> (String, String) {
+    endpoint();
+    let (vector_bucket, state_bucket) = (unique("vectors"), unique("state"));
+    let vectors = aws_sdk_s3vectors::Client::new(&sdk().await);
+    vectors
+        .create_vector_bucket()
+        .vector_bucket_name(&vector_bucket)
+        .send()
+        .await
+        .unwrap();
+    let mut config = MetadataConfiguration::builder();
+    for key in ["content", "createdAt", "tags", "trustBase"] {
+        config = config.non_filterable_metadata_keys(key);
+    }
+    vectors
+        .create_index()
+        .vector_bucket_name(&vector_bucket)
+        .index_name("memories")
+        .data_type(DataType::Float32)
+        .dimension(width as i32)
+        .distance_metric(DistanceMetric::Cosine)
+        .metadata_configuration(config.build().unwrap())
+        .send()
+        .await
+        .unwrap();
+    s3().await
+        .create_bucket()
+        .bucket(&state_bucket)
+        .send()
+        .await
+        .unwrap();
+    (vector_bucket, state_bucket)
+}
