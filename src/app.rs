@@ -37,6 +37,7 @@ impl App {
                 embedder,
                 config.knowledge_base.as_ref().and_then(docs::open),
                 config.min_similarity,
+                config.keyword_weight,
             ),
             api_key: config.api_key,
             allowed_origins: config.allowed_origins,

@@ -75,11 +75,15 @@ pub struct Config {
     pub embedder: EmbedderConfig,
     pub knowledge_base: Option<KnowledgeBase>,
     pub min_similarity: f64,
+    pub keyword_weight: f64,
     /// Settings that were ignored, one line each, for the operator.
     pub warnings: Vec<String>,
 }
 
 const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// How much a query's words weigh against its meaning; chosen on the LoCoMo benchmark
+/// (BENCHMARKS.md).
+const DEFAULT_KEYWORD_WEIGHT: f64 = 0.5;
 /// One region for S3, Bedrock and the knowledge base.
 const DEFAULT_REGION: &str = "ap-northeast-2";
 
@@ -141,6 +145,17 @@ impl Config {
                 })?,
         };
 
+        let keyword_weight = match get("RECALL_KEYWORD_WEIGHT") {
+            None => DEFAULT_KEYWORD_WEIGHT,
+            Some(raw) => raw
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..=1.0).contains(v))
+                .ok_or_else(|| {
+                    format!("RECALL_KEYWORD_WEIGHT must be between 0 and 1, got \"{raw}\"")
+                })?,
+        };
+
         // Read by `store` for S3; only validated (and reported as ignored) otherwise.
         for name in ["STATS_FLUSH_MS", "STATS_COMPACT_THRESHOLD"] {
             if let Some(raw) = get(name) {
@@ -163,6 +178,7 @@ impl Config {
             embedder,
             knowledge_base,
             min_similarity,
+            keyword_weight,
             warnings,
         })
     }

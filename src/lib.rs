@@ -10,6 +10,7 @@ pub mod dedup;
 pub mod docs;
 pub mod embed;
 pub mod http;
+pub mod keywords;
 pub mod log;
 pub mod mcp;
 pub mod memory;

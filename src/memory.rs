@@ -192,6 +192,14 @@ pub struct Hit {
     pub similarity: f64,
 }
 
+/// A memory found by the words of a query: its BM25 score among the memories the caller
+/// can see, and its cosine similarity to the query, so both rankings can be fused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeywordHit {
+    pub hit: Hit,
+    pub score: f64,
+}
+
 /// A fresh ULID minted from the write instant: lexicographic order is time order.
 pub fn new_id(now_ms: i64) -> String {
     let ms = u64::try_from(now_ms).unwrap_or(0);

@@ -1,7 +1,18 @@
-//! Recall ranking as pure functions (BEHAVIOR.md §4): gates, composite score, confidence
-//! and standing. No I/O and no clock: `now` is an argument.
+//! Recall ranking as pure functions (BEHAVIOR.md §4): fusion of the vector and keyword
+//! candidates, gates, composite score, confidence and standing. No I/O and no clock: `now`
+//! is an argument.
+//!
+//! Hybrid recall (README, "Recall") changes one thing in BEHAVIOR.md §4: relevance is a
+//! blend of the cosine similarity (relative to the best one) and the BM25 score of the
+//! query's words (relative to the best one), weighted by `keyword_weight`; a memory passes
+//! the floor if it is similar enough *or* contains a word of the query; and the mode's keep
+//! ratio keeps what is close to the best by the blend, by meaning alone or by words alone.
+//! With a weight of 0, or when no memory shares a word with the query, ranking is exactly
+//! §4.
 
-use crate::memory::{Hit, Memory};
+use std::collections::HashMap;
+
+use crate::memory::{Hit, KeywordHit, Memory};
 
 const DAY_MS: f64 = 86_400_000.0;
 const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
@@ -74,10 +85,54 @@ impl RecallMode {
     }
 }
 
+/// How many candidates hybrid recall asks each path for, whatever the limit: the blend
+/// reorders deeply, and on LoCoMo a pool of 100 recalled more than one of 30.
+pub const HYBRID_CANDIDATES: usize = 100;
+
 /// How many neighbours to ask the store for when `limit` results are wanted: enough slack
 /// for the gates, one page at most.
 pub fn candidate_count(limit: usize) -> usize {
     (3 * limit).clamp(30, 100)
+}
+
+/// A memory either path found: its cosine similarity always, its keyword score when it
+/// contains a word of the query (0 otherwise).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub hit: Hit,
+    pub keyword_score: f64,
+}
+
+impl From<Hit> for Candidate {
+    fn from(hit: Hit) -> Self {
+        Candidate {
+            hit,
+            keyword_score: 0.0,
+        }
+    }
+}
+
+/// One candidate per memory: the vector path's in its order, then those only the keyword
+/// path found.
+pub fn fuse(vector: Vec<Hit>, keyword: Vec<KeywordHit>) -> Vec<Candidate> {
+    let mut scores: HashMap<String, f64> = keyword
+        .iter()
+        .map(|k| (k.hit.memory.id.clone(), k.score))
+        .collect();
+    let mut candidates: Vec<Candidate> = vector
+        .into_iter()
+        .map(|hit| Candidate {
+            keyword_score: scores.remove(&hit.memory.id).unwrap_or(0.0),
+            hit,
+        })
+        .collect();
+    candidates.extend(keyword.into_iter().filter_map(|k| {
+        scores.remove(&k.hit.memory.id).map(|score| Candidate {
+            hit: k.hit,
+            keyword_score: score,
+        })
+    }));
+    candidates
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,26 +159,62 @@ pub struct Ranking {
     pub confidence: Confidence,
 }
 
-/// Ranks visible hits. `floor` is RECALL_MIN_SIMILARITY; `now` is the request time in ms.
-pub fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
+/// Ranks visible candidates. `floor` is RECALL_MIN_SIMILARITY, `keyword_weight`
+/// RECALL_KEYWORD_WEIGHT; `now` is the request time in ms.
+pub fn rank(
+    candidates: Vec<Candidate>,
+    mode: RecallMode,
+    limit: usize,
+    floor: f64,
+    keyword_weight: f64,
+    now: i64,
+) -> Ranking {
     let w = mode.weights();
-    let visible = hits.len();
-    let relevant: Vec<Hit> = hits.into_iter().filter(|h| h.similarity >= floor).collect();
-    let top = relevant.iter().map(|h| h.similarity).fold(0.0, f64::max);
-    let keeping: Vec<Hit> = relevant
+    let visible = candidates.len();
+    // Similar enough, or sharing a word with the query.
+    let relevant: Vec<Candidate> = candidates
         .into_iter()
-        .filter(|h| h.similarity >= top * w.keep_ratio)
+        .filter(|c| c.hit.similarity >= floor || c.keyword_score > 0.0)
+        .collect();
+    let top_similarity = relevant
+        .iter()
+        .map(|c| c.hit.similarity)
+        .fold(0.0, f64::max);
+    let top_keyword = relevant.iter().map(|c| c.keyword_score).fold(0.0, f64::max);
+    let kw = if top_keyword > 0.0 {
+        keyword_weight
+    } else {
+        0.0
+    };
+    let relevance = |c: &Candidate| {
+        let similarity = ratio(c.hit.similarity, top_similarity);
+        let keyword = ratio(c.keyword_score, top_keyword);
+        (1.0 - kw) * similarity + kw * keyword
+    };
+    let top_relevance = relevant.iter().map(relevance).fold(0.0, f64::max);
+    // Close enough to the best by the blend, by meaning alone, or by words alone.
+    let close = |c: &Candidate, r: f64| {
+        r >= top_relevance * w.keep_ratio
+            || (c.hit.similarity >= floor && c.hit.similarity >= top_similarity * w.keep_ratio)
+            || (kw > 0.0 && c.keyword_score >= top_keyword * w.keep_ratio)
+    };
+    let keeping: Vec<(Hit, f64)> = relevant
+        .into_iter()
+        .filter_map(|c| {
+            let r = relevance(&c);
+            close(&c, r).then_some((c.hit, r))
+        })
         .collect();
     let gated = visible - keeping.len();
     let max_access = keeping
         .iter()
-        .map(|h| h.memory.access_count)
+        .map(|(h, _)| h.memory.access_count)
         .max()
         .unwrap_or(0);
 
     let mut scored: Vec<Ranked> = keeping
         .into_iter()
-        .map(|hit| {
+        .map(|(hit, relevance)| {
             let days = days_since(
                 hit.memory.last_accessed_at.unwrap_or(hit.memory.created_at),
                 now,
@@ -133,12 +224,7 @@ pub fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64
             } else {
                 (hit.memory.access_count as f64 / max_access as f64).min(1.0)
             };
-            let rel_sim = if top <= 0.0 {
-                0.0
-            } else {
-                (hit.similarity / top).min(1.0)
-            };
-            let score = rel_sim * w.similarity
+            let score = ratio(relevance, top_relevance) * w.similarity
                 + recency(days) * w.recency
                 + access * w.access
                 + trust(&hit.memory, days) * TRUST_WEIGHT;
@@ -171,6 +257,15 @@ pub fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64
         results: scored,
         gated,
         confidence,
+    }
+}
+
+/// `value` relative to the best, in [0, 1]; 0 when there is no best.
+fn ratio(value: f64, best: f64) -> f64 {
+    if best <= 0.0 {
+        0.0
+    } else {
+        (value / best).clamp(0.0, 1.0)
     }
 }
 
@@ -222,6 +317,18 @@ mod tests {
             memory: memory(id, MemoryType::Project, 0, 0),
             similarity,
         }
+    }
+
+    /// Vector-only ranking, as BEHAVIOR.md §4 has it.
+    fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
+        super::rank(
+            hits.into_iter().map(Candidate::from).collect(),
+            mode,
+            limit,
+            floor,
+            0.5,
+            now,
+        )
     }
 
     fn ids(r: &Ranking) -> Vec<&str> {
@@ -354,5 +461,59 @@ mod tests {
         let r = rank(vec![stale, used], RecallMode::Balanced, 5, 0.1, NOW);
         assert_eq!(ids(&r), ["used", "stale"]);
         assert!(r.results[1].standing < 1.0);
+    }
+
+    fn keyword(id: &str, similarity: f64, score: f64) -> KeywordHit {
+        KeywordHit {
+            hit: hit(id, similarity),
+            score,
+        }
+    }
+
+    #[test]
+    fn fusion_keeps_one_candidate_per_memory() {
+        let fused = fuse(
+            vec![hit("both", 0.8), hit("vector", 0.7)],
+            vec![keyword("keyword", 0.02, 3.0), keyword("both", 0.8, 1.0)],
+        );
+        let seen: Vec<(&str, f64)> = fused
+            .iter()
+            .map(|c| (c.hit.memory.id.as_str(), c.keyword_score))
+            .collect();
+        assert_eq!(seen, [("both", 1.0), ("vector", 0.0), ("keyword", 3.0)]);
+    }
+
+    #[test]
+    fn a_word_match_passes_the_floor_but_never_earns_high_confidence() {
+        let identifier = fuse(vec![hit("near", 0.05)], vec![keyword("exact", 0.04, 2.5)]);
+        let r = super::rank(identifier, RecallMode::Balanced, 5, 0.1, 0.5, NOW);
+        assert_eq!(ids(&r), ["exact"]);
+        assert_eq!(r.gated, 1);
+        assert_eq!(r.confidence, Confidence::Medium);
+        // With no weight on words the floor alone decides, as in BEHAVIOR.md §4.
+        let dense = super::rank(
+            fuse(vec![hit("near", 0.05)], vec![]),
+            RecallMode::Balanced,
+            5,
+            0.1,
+            0.0,
+            NOW,
+        );
+        assert!(dense.results.is_empty());
+    }
+
+    #[test]
+    fn words_and_meaning_together_outrank_either_alone() {
+        let fused = fuse(
+            vec![hit("meaning", 0.60), hit("both", 0.55)],
+            vec![keyword("both", 0.55, 2.0), keyword("words", 0.20, 2.2)],
+        );
+        let r = super::rank(fused, RecallMode::Exploratory, 10, 0.1, 0.5, NOW);
+        assert_eq!(ids(&r), ["both", "words", "meaning"]);
+        assert_eq!(
+            r.confidence,
+            Confidence::High,
+            "the top result is similar enough"
+        );
     }
 }

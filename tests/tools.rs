@@ -568,3 +568,108 @@ async fn an_embedding_of_the_wrong_width_is_refused_and_explained() {
     };
     assert!(explained, "{text}");
 }
+
+/// S3 keeps no word index: recall there is by meaning alone (README, "Recall").
+fn words_are_indexed() -> bool {
+    std::env::var("MCP_MEMORY_TEST_STORE").as_deref() != Ok("s3")
+}
+
+/// The fake embedder's cosine between two texts.
+fn cosine(a: &str, b: &str) -> f64 {
+    let (a, b) = (support::fake_vector(a), support::fake_vector(b));
+    a.iter().zip(&b).map(|(x, y)| x * y).sum()
+}
+
+const SSL_FIX: &str = "When the build agent reports ERR_SSL_PROTOCOL talking to the artifact \
+    registry, the corporate proxy is intercepting TLS: add its root certificate to the agent \
+    image and restart the runner service before retrying the release";
+
+#[tokio::test]
+async fn an_identifier_named_verbatim_is_found_below_the_similarity_floor() {
+    // The premise: by meaning alone this memory is under the 0.3 floor for the query.
+    assert!(cosine(SSL_FIX, "ERR_SSL_PROTOCOL") < 0.3);
+    let hybrid = TestServer::start().await;
+    let dense = TestServer::start_with(&[("RECALL_KEYWORD_WEIGHT", "0")]).await;
+    for s in [&hybrid, &dense] {
+        s.ok(ACME, "remember", json!({"content": SSL_FIX})).await;
+        s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    }
+    let found = hybrid
+        .ok(ACME, "recall", json!({"query": "ERR_SSL_PROTOCOL"}))
+        .await;
+    if !words_are_indexed() {
+        assert!(found.contains("NO CONFIDENT MATCH"), "{found}");
+        return;
+    }
+    assert!(
+        found.starts_with("[MEMORY] 1 memory matched \"ERR_SSL_PROTOCOL\""),
+        "{found}"
+    );
+    assert!(
+        found.contains("MEDIUM CONFIDENCE"),
+        "a word match is never HIGH: {found}"
+    );
+    assert!(found.contains("corporate proxy"), "{found}");
+    let missed = dense
+        .ok(ACME, "recall", json!({"query": "ERR_SSL_PROTOCOL"}))
+        .await;
+    assert!(missed.contains("NO CONFIDENT MATCH"), "{missed}");
+    // A query sharing no word and no meaning still finds nothing.
+    let unrelated = hybrid
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "zebra migration patterns in antarctica"}),
+        )
+        .await;
+    assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
+}
+
+#[tokio::test]
+async fn korean_and_english_memories_match_by_their_words() {
+    let s = TestServer::start().await;
+    let korean = "배포는 금요일 오후에 블루그린 방식으로 진행한다";
+    assert!(
+        cosine(korean, "배포 일정") < 0.3,
+        "by meaning alone it is missed"
+    );
+    s.ok(ACME, "remember", json!({"content": korean})).await;
+    s.ok(ACME, "remember", json!({"content": SSL_FIX})).await;
+    let found = s.ok(ACME, "recall", json!({"query": "배포 일정"})).await;
+    if !words_are_indexed() {
+        assert!(found.contains("NO CONFIDENT MATCH"), "{found}");
+        return;
+    }
+    assert!(found.starts_with("[MEMORY] 1 memory matched"), "{found}");
+    assert!(found.contains(korean), "{found}");
+    let english = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "certificates for the runner"}),
+        )
+        .await;
+    assert!(
+        english.contains("corporate proxy") && !english.contains(korean),
+        "{english}"
+    );
+}
+
+#[tokio::test]
+async fn another_conversations_note_is_never_found_by_its_words() {
+    let s = TestServer::start().await;
+    let chat1 = [("x-memory-tenant", "acme"), ("x-conversation-id", "chat:1")];
+    let chat2 = [("x-memory-tenant", "acme"), ("x-conversation-id", "chat:2")];
+    s.ok(
+        &chat1,
+        "remember",
+        json!({"content": "the vault unseal key rotates under ticket OPS-4412", "scope": "conversation"}),
+    )
+    .await;
+    for who in [&chat2[..], ACME, GLOBEX] {
+        let r = s.ok(who, "recall", json!({"query": "OPS-4412"})).await;
+        assert!(!r.contains("vault"), "{r}");
+    }
+    let own = s.ok(&chat1, "recall", json!({"query": "OPS-4412"})).await;
+    assert!(own.contains("vault unseal key"), "{own}");
+}

@@ -5,9 +5,10 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_nearest};
+use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_best_matches, keep_nearest};
 use crate::dedup;
-use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::keywords::{self, Corpus};
+use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[derive(Default)]
 pub struct InMemoryStore {
@@ -54,6 +55,43 @@ impl MemoryStore for InMemoryStore {
         let memory = memory.into_memory();
         rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));
         Ok(Remembered::Stored(memory))
+    }
+
+    /// BM25 over every visible memory, terms made on the fly: the reference the indexed
+    /// stores must agree with.
+    async fn keyword_hits(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        terms: &[String],
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<KeywordHit>, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        let visible: Vec<(Hit, Vec<String>)> = rows
+            .iter()
+            .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
+            .map(|(_, m, e)| {
+                let hit = Hit {
+                    memory: m.clone(),
+                    similarity: cosine(embedding, e),
+                };
+                (hit, keywords::terms(&m.content))
+            })
+            .collect();
+        let corpus = Corpus {
+            memories: visible.len() as u64,
+            average_terms: visible.iter().map(|(_, t)| t.len() as f64).sum::<f64>()
+                / visible.len().max(1) as f64,
+            containing: terms
+                .iter()
+                .map(|q| {
+                    let n = visible.iter().filter(|(_, t)| t.contains(q)).count();
+                    (q.clone(), n as u64)
+                })
+                .collect(),
+        };
+        Ok(keep_best_matches(terms, visible, &corpus, k))
     }
 
     async fn nearest(
@@ -144,4 +182,5 @@ impl MemoryStore for InMemoryStore {
 #[cfg(test)]
 mod tests {
     super::super::suite::store_suite!(super::InMemoryStore::default());
+    super::super::suite::keyword_suite!(crate::store::in_memory::InMemoryStore::default());
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::config::StoreConfig;
-use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::keywords::{Corpus, bm25};
+use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[cfg(test)]
 pub mod in_memory;
@@ -74,6 +75,21 @@ pub trait MemoryStore: Send + Sync {
         embedding: &[f32],
         k: usize,
     ) -> Result<Vec<Hit>, StoreError>;
+
+    /// Up to `k` visible memories containing any of `terms` (from `keywords::query_terms`),
+    /// best BM25 first, scored over the memories the caller can see. A store without a
+    /// text index finds none, and recall stays vector-only there (S3).
+    async fn keyword_hits(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        terms: &[String],
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<KeywordHit>, StoreError> {
+        let _ = (tenant, visibility, terms, embedding, k);
+        Ok(Vec::new())
+    }
 
     /// The newest `limit` visible memories, optionally of one type, newest first.
     async fn list(
@@ -193,6 +209,27 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     } else {
         dot / (na.sqrt() * nb.sqrt())
     }
+}
+
+/// Scores keyword candidates (each with its memory's terms) for `query` over `corpus` and
+/// keeps the `k` best; candidates sharing no term score 0 and are dropped.
+pub fn keep_best_matches(
+    query: &[String],
+    candidates: Vec<(Hit, Vec<String>)>,
+    corpus: &Corpus,
+    k: usize,
+) -> Vec<KeywordHit> {
+    let mut scored: Vec<KeywordHit> = candidates
+        .into_iter()
+        .map(|(hit, terms)| KeywordHit {
+            score: bm25(query, &terms, corpus),
+            hit,
+        })
+        .filter(|h| h.score > 0.0)
+        .collect();
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    scored.truncate(k);
+    scored
 }
 
 /// Keeps the `k` most similar hits.

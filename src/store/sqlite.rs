@@ -1,7 +1,9 @@
 //! The embedded store: one SQLite file, created if missing, in WAL mode. Visibility is in
 //! the SQL; nearest-neighbour search is an exact cosine scan over the tenant's visible
 //! rows, which is what a project's thousands of memories need (no approximate index can
-//! miss the neighbour dedup depends on). Content is write-once; only counters change.
+//! miss the neighbour dedup depends on). Keyword recall reads an FTS5 table of the terms
+//! `keywords` makes, so every script matches by its words. Content is write-once; only
+//! counters change.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -9,9 +11,12 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_nearest};
+use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_best_matches, keep_nearest};
 use crate::dedup;
-use crate::memory::{Conversation, Hit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+use crate::keywords::{self, Corpus};
+use crate::memory::{
+    Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memories (
@@ -28,6 +33,8 @@ CREATE TABLE IF NOT EXISTS memories (
   embedding        BLOB NOT NULL,
   access_count     INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
   last_accessed_at INTEGER,
+  term_count       INTEGER,
+  terms_rowid      INTEGER,
   PRIMARY KEY (tenant_id, id),
   CHECK (scope = 'project' OR conversation IS NOT NULL)
 ) WITHOUT ROWID;
@@ -36,6 +43,18 @@ CREATE INDEX IF NOT EXISTS memories_recent_idx
 CREATE INDEX IF NOT EXISTS memories_type_recent_idx
   ON memories (tenant_id, memory_type, created_at DESC, id DESC);
 ";
+
+/// The terms of each memory, as `keywords::terms` made them (space-separated). The
+/// tokenizer only has to split on spaces: `_-./` stay inside whole identifiers.
+const TERMS_SCHEMA: &str = "
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5(
+  terms, tenant_id UNINDEXED, id UNINDEXED,
+  tokenize = \"unicode61 remove_diacritics 0 tokenchars '_-./'\"
+);
+";
+/// Keyword candidates taken by FTS5's own ranking before BM25 is recomputed over the
+/// caller's visible memories only.
+const KEYWORD_CANDIDATES: usize = 200;
 
 /// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
@@ -58,7 +77,7 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Failed(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let conn = Connection::open(path).map_err(|e| failed(&e))?;
+        let mut conn = Connection::open(path).map_err(|e| failed(&e))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(|e| failed(&e))?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -66,6 +85,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(|e| failed(&e))?;
         conn.execute_batch(SCHEMA).map_err(|e| failed(&e))?;
+        index_terms(&mut conn).map_err(|e| failed(&e))?;
         let stored_width: Option<usize> = conn
             .query_row(
                 "SELECT length(embedding) / 4 FROM memories LIMIT 1",
@@ -160,6 +180,116 @@ fn nearest_in(
     Ok(keep_nearest(hits, k))
 }
 
+/// Creates the terms table, and indexes the memories a file written before it existed
+/// holds (in one transaction, at boot).
+fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
+    let has_count: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'term_count'")?
+        .exists([])?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !has_count {
+        tx.execute_batch(
+            "ALTER TABLE memories ADD COLUMN term_count INTEGER; \
+             ALTER TABLE memories ADD COLUMN terms_rowid INTEGER;",
+        )?;
+    }
+    tx.execute_batch(TERMS_SCHEMA)?;
+    let unindexed: Vec<(String, String, String)> = tx
+        .prepare("SELECT tenant_id, id, content FROM memories WHERE term_count IS NULL")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (tenant, id, content) in unindexed {
+        insert_terms(&tx, &tenant, &id, &content)?;
+    }
+    tx.commit()
+}
+
+fn insert_terms(conn: &Connection, tenant: &str, id: &str, content: &str) -> rusqlite::Result<()> {
+    let terms = keywords::terms(content);
+    conn.execute(
+        "INSERT INTO memory_terms (terms, tenant_id, id) VALUES (?1, ?2, ?3)",
+        params![terms.join(" "), tenant, id],
+    )?;
+    // The terms row is found again by its rowid: FTS5 cannot index tenant and id.
+    conn.execute(
+        "UPDATE memories SET term_count = ?3, terms_rowid = ?4 WHERE tenant_id = ?1 AND id = ?2",
+        params![tenant, id, terms.len() as i64, conn.last_insert_rowid()],
+    )?;
+    Ok(())
+}
+
+/// An FTS5 query matching any of `terms`, each quoted as one phrase.
+fn any_of(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+fn keyword_hits_in(
+    conn: &Connection,
+    tenant: &str,
+    conversation: Option<&str>,
+    terms: &[String],
+    embedding: &[f32],
+    k: usize,
+) -> rusqlite::Result<Vec<KeywordHit>> {
+    let cols = COLUMNS
+        .split(", ")
+        .map(|c| format!("m.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {cols}, m.embedding, f.terms FROM memory_terms f \
+         JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
+         WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE} \
+         ORDER BY bm25(memory_terms) LIMIT {KEYWORD_CANDIDATES}"
+    ))?;
+    let candidates = stmt
+        .query_map(params![tenant, conversation, any_of(terms)], |row| {
+            let stored: Vec<u8> = row.get(11)?;
+            let text: String = row.get(12)?;
+            Ok((
+                Hit {
+                    memory: memory_from_row(row)?,
+                    similarity: cosine(embedding, &from_blob(&stored)),
+                },
+                text.split(' ').map(str::to_owned).collect::<Vec<_>>(),
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (memories, average_terms): (i64, Option<f64>) = conn.query_row(
+        &format!(
+            "SELECT count(*), avg(term_count) FROM memories WHERE tenant_id = ?1 AND {VISIBLE}"
+        ),
+        params![tenant, conversation],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut containing = std::collections::HashMap::new();
+    let mut count = conn.prepare_cached(&format!(
+        "SELECT count(*) FROM memory_terms f \
+         JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
+         WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE}"
+    ))?;
+    for term in terms {
+        let n: i64 = count.query_row(
+            params![tenant, conversation, any_of(std::slice::from_ref(term))],
+            |r| r.get(0),
+        )?;
+        containing.insert(term.clone(), n.max(0) as u64);
+    }
+    let corpus = Corpus {
+        memories: memories.max(0) as u64,
+        average_terms: average_terms.unwrap_or(0.0),
+        containing,
+    };
+    Ok(keep_best_matches(terms, candidates, &corpus, k))
+}
+
 fn conversation_of(v: &Visibility) -> Option<String> {
     v.conversation.as_ref().map(|c| c.as_str().to_owned())
 }
@@ -202,6 +332,7 @@ impl MemoryStore for SqliteStore {
                     to_blob(&embedding),
                 ],
             )?;
+            insert_terms(&tx, &tenant, &memory.id, &memory.content)?;
             tx.commit()?;
             Ok(Remembered::Stored(memory.into_memory()))
         })
@@ -220,6 +351,27 @@ impl MemoryStore for SqliteStore {
         let embedding = embedding.to_vec();
         self.with_conn(move |conn| nearest_in(conn, &tenant, seen.as_deref(), &embedding, k))
             .await
+    }
+
+    async fn keyword_hits(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        terms: &[String],
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<KeywordHit>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tenant = tenant.as_str().to_owned();
+        let seen = conversation_of(visibility);
+        let terms = terms.to_vec();
+        let embedding = embedding.to_vec();
+        self.with_conn(move |conn| {
+            keyword_hits_in(conn, &tenant, seen.as_deref(), &terms, &embedding, k)
+        })
+        .await
     }
 
     async fn list(
@@ -257,11 +409,22 @@ impl MemoryStore for SqliteStore {
         let seen = conversation_of(visibility);
         let id = id.to_owned();
         self.with_conn(move |conn| {
-            let deleted = conn.execute(
-                &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
-                params![tenant, seen, id],
-            )?;
-            Ok(deleted > 0)
+            let tx = conn.transaction()?;
+            let terms_row: Option<Option<i64>> = tx
+                .query_row(
+                    &format!(
+                        "DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3 \
+                         RETURNING terms_rowid"
+                    ),
+                    params![tenant, seen, id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(Some(rowid)) = terms_row {
+                tx.execute("DELETE FROM memory_terms WHERE rowid = ?1", params![rowid])?;
+            }
+            tx.commit()?;
+            Ok(terms_row.is_some())
         })
         .await
     }
@@ -340,6 +503,7 @@ mod tests {
     }
 
     super::super::suite::store_suite!(fresh());
+    super::super::suite::keyword_suite!(fresh());
 
     #[test]
     fn reopening_keeps_memories_and_refuses_another_width() {

@@ -461,3 +461,183 @@ macro_rules! store_suite {
     };
 }
 pub(crate) use store_suite;
+
+/// Keyword recall, for the stores that index words (S3 does not): each test on a fresh
+/// store from `expr`, alongside `store_suite!`.
+macro_rules! keyword_suite {
+    ($make:expr) => {
+        mod keyword_suite {
+            use super::*;
+            use $crate::keywords::query_terms;
+
+            async fn words(
+                store: &dyn MemoryStore,
+                who: &str,
+                conversation: Option<&str>,
+                query: &str,
+            ) -> Vec<(String, f64)> {
+                store
+                    .keyword_hits(
+                        &tenant(who),
+                        &seen_from(conversation),
+                        &query_terms(query),
+                        &direction(7, 0.0),
+                        10,
+                    )
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|k| (k.hit.memory.content, k.score))
+                    .collect()
+            }
+
+            #[tokio::test]
+            async fn words_find_what_meaning_does_not() {
+                let store = $make;
+                for (i, text) in [
+                    "deploys fail with ERR_SSL_PROTOCOL behind the corporate proxy",
+                    "we deploy every friday afternoon",
+                    "the database is PostgreSQL with pgvector",
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    store_one(
+                        &store,
+                        "acme",
+                        note(text, T0 + i as i64, Scope::Project, None),
+                        &direction(i, 0.0),
+                    )
+                    .await;
+                }
+                let found = words(&store, "acme", None, "ERR_SSL_PROTOCOL").await;
+                assert_eq!(found.len(), 1, "{found:?}");
+                assert!(found[0].0.contains("ERR_SSL_PROTOCOL") && found[0].1 > 0.0);
+                let hits = store
+                    .keyword_hits(
+                        &tenant("acme"),
+                        &seen_from(None),
+                        &query_terms("pgvector"),
+                        &direction(2, 0.0),
+                        10,
+                    )
+                    .await
+                    .unwrap();
+                assert!(
+                    (hits[0].hit.similarity - 1.0).abs() < 1e-6,
+                    "the cosine comes along"
+                );
+                // Stemming: "deploying" finds both deploy memories; the rarer word ranks first.
+                let deploying = words(&store, "acme", None, "deploying on friday").await;
+                assert_eq!(deploying.len(), 2, "{deploying:?}");
+                assert!(deploying[0].0.contains("friday"));
+                assert!(words(&store, "acme", None, "kubernetes").await.is_empty());
+                assert!(words(&store, "acme", None, "what is the").await.is_empty());
+            }
+
+            #[tokio::test]
+            async fn korean_and_english_match_by_word() {
+                let store = $make;
+                store_one(
+                    &store,
+                    "acme",
+                    note("배포는 금요일 오후에 한다", T0, Scope::Project, None),
+                    &direction(0, 0.0),
+                )
+                .await;
+                store_one(
+                    &store,
+                    "acme",
+                    note("Releases go out on Fridays", T0 + 1, Scope::Project, None),
+                    &direction(1, 0.0),
+                )
+                .await;
+                let korean = words(&store, "acme", None, "배포 일정").await;
+                assert_eq!(korean.len(), 1, "{korean:?}");
+                assert!(korean[0].0.starts_with("배포는"));
+                let english = words(&store, "acme", None, "release friday").await;
+                assert_eq!(english.len(), 1, "{english:?}");
+                assert!(english[0].0.starts_with("Releases"));
+            }
+
+            #[tokio::test]
+            async fn words_never_cross_tenants_or_conversations() {
+                let store = $make;
+                store_one(
+                    &store,
+                    "acme",
+                    note(
+                        "the vault token is in ERR_VAULT_42",
+                        T0,
+                        Scope::Conversation,
+                        Some("chat:1"),
+                    ),
+                    &direction(0, 0.0),
+                )
+                .await;
+                store_one(
+                    &store,
+                    "globex",
+                    note(
+                        "globex also logs ERR_VAULT_42",
+                        T0 + 1,
+                        Scope::Project,
+                        None,
+                    ),
+                    &direction(1, 0.0),
+                )
+                .await;
+                assert!(
+                    words(&store, "acme", Some("chat:2"), "ERR_VAULT_42")
+                        .await
+                        .is_empty()
+                );
+                assert!(words(&store, "acme", None, "ERR_VAULT_42").await.is_empty());
+                let own = words(&store, "acme", Some("chat:1"), "ERR_VAULT_42").await;
+                assert_eq!(own.len(), 1);
+                assert!(own[0].0.starts_with("the vault"));
+                let other = words(&store, "globex", Some("chat:1"), "ERR_VAULT_42").await;
+                assert_eq!(other.len(), 1);
+                assert!(other[0].0.starts_with("globex"));
+            }
+
+            #[tokio::test]
+            async fn rare_words_count_more_and_forgotten_memories_are_gone() {
+                let store = $make;
+                let mut kept = Vec::new();
+                for i in 0..6 {
+                    let text = if i == 0 {
+                        "cache warmup uses redis cluster".to_owned()
+                    } else {
+                        format!("cache note number {i}")
+                    };
+                    kept.push(
+                        store_one(
+                            &store,
+                            "acme",
+                            note(&text, T0 + i, Scope::Project, None),
+                            &direction(i as usize, 0.0),
+                        )
+                        .await,
+                    );
+                }
+                let found = words(&store, "acme", None, "redis cache").await;
+                assert_eq!(found.len(), 6);
+                assert!(
+                    found[0].0.contains("redis"),
+                    "the rare word decides: {found:?}"
+                );
+                assert!(found[0].1 > found[1].1);
+                assert!(
+                    store
+                        .delete(&tenant("acme"), &seen_from(None), &kept[0].id)
+                        .await
+                        .unwrap()
+                );
+                let after = words(&store, "acme", None, "redis").await;
+                assert!(after.is_empty(), "{after:?}");
+            }
+        }
+    };
+}
+pub(crate) use keyword_suite;

@@ -32,6 +32,8 @@ pub struct Memories {
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
     pub min_similarity: f64,
+    /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
+    pub keyword_weight: f64,
     catalogue: Catalogue,
 }
 
@@ -41,6 +43,7 @@ impl Memories {
         embedder: Arc<dyn Embedder>,
         docs: Option<Arc<dyn Library>>,
         min_similarity: f64,
+        keyword_weight: f64,
     ) -> Self {
         let catalogue = Catalogue::new(store.exact_counts(), docs.is_some());
         Memories {
@@ -48,6 +51,7 @@ impl Memories {
             embedder,
             docs,
             min_similarity,
+            keyword_weight,
             catalogue,
         }
     }

@@ -2,6 +2,7 @@
 
 use super::{Arguments, Memories, ToolError, args, render};
 use crate::context::RequestContext;
+use crate::keywords;
 use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, RecallMode};
 
@@ -16,26 +17,44 @@ pub(super) async fn run(
 
     let vector = memories.embedder.embed(query).await?;
     let visibility = ctx.visibility();
-    let mut hits = memories
+    let terms = keywords::query_terms(query);
+    let hybrid = memories.keyword_weight > 0.0 && !terms.is_empty();
+    let wanted = if hybrid {
+        ranking::HYBRID_CANDIDATES
+    } else {
+        ranking::candidate_count(limit)
+    };
+    let hits = memories
         .store
-        .nearest(
-            &ctx.tenant,
-            &visibility,
-            &vector,
-            ranking::candidate_count(limit),
-        )
+        .nearest(&ctx.tenant, &visibility, &vector, wanted)
         .await?;
+    let word_hits = if hybrid {
+        memories
+            .store
+            .keyword_hits(&ctx.tenant, &visibility, &terms, &vector, wanted)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let mut candidates = ranking::fuse(hits, word_hits);
     // The store already filtered; checking again means a store bug fails closed.
-    hits.retain(|h| visibility.can_see(&h.memory));
+    candidates.retain(|c| visibility.can_see(&c.hit.memory));
 
-    if hits.is_empty() {
+    if candidates.is_empty() {
         return Ok(format!(
             "[MEMORY] No memories stored for this project matched \"{query}\".\n{}",
             no_match_guidance(mode)
         ));
     }
     let now = now_ms();
-    let ranking = ranking::rank(hits, mode, limit, memories.min_similarity, now);
+    let ranking = ranking::rank(
+        candidates,
+        mode,
+        limit,
+        memories.min_similarity,
+        memories.keyword_weight,
+        now,
+    );
     if ranking.results.is_empty() {
         let g = ranking.gated;
         let (noun, verb) = if g == 1 {

@@ -2,7 +2,9 @@
 //! (BEHAVIOR.md §8, DESIGN.md §5). The tenant and the request's visibility are in every
 //! statement; counters live in the row and move by one atomic UPDATE; the schema is
 //! created (and a v0.8 database migrated) at boot under an advisory lock, so replicas
-//! starting together do not race.
+//! starting together do not race. Keyword recall reads a GIN-indexed `terms text[]`
+//! column holding the terms `keywords` makes: language-neutral, any script, and the same
+//! terms SQLite indexes.
 
 mod legacy;
 
@@ -13,9 +15,12 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{Counts, MemoryStore, Remembered, StoreError};
+use super::{Counts, MemoryStore, Remembered, StoreError, keep_best_matches};
 use crate::dedup;
-use crate::memory::{Conversation, Hit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+use crate::keywords::{self, Corpus};
+use crate::memory::{
+    Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
+};
 
 /// Serialises schema work across every replica booting at once.
 const SCHEMA_LOCK: i64 = 7_304_592_118_001;
@@ -35,6 +40,7 @@ const SCHEMA: &[&str] = &[
        embedding        vector NOT NULL,
        access_count     bigint NOT NULL DEFAULT 0 CHECK (access_count >= 0),
        last_accessed_at timestamptz,
+       terms            text[],
        PRIMARY KEY (tenant_id, id),
        CHECK (scope = 'project' OR conversation IS NOT NULL)
      )",
@@ -42,7 +48,13 @@ const SCHEMA: &[&str] = &[
        ON memories (tenant_id, created_at DESC, id DESC)",
     "CREATE INDEX IF NOT EXISTS memories_type_recent_idx
        ON memories (tenant_id, memory_type, created_at DESC, id DESC)",
+    // Tables created before keyword recall get the column here and their terms at boot.
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
+    "CREATE INDEX IF NOT EXISTS memories_terms_idx ON memories USING gin (terms)",
 ];
+
+/// Keyword candidates, by how many query terms they hold, before BM25 ranks them.
+const KEYWORD_CANDIDATES: i64 = 200;
 
 /// `$2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2))";
@@ -144,6 +156,7 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         }
+        index_terms(&mut tx).await.map_err(failed)?;
         let stored: Option<i32> =
             sqlx::query_scalar("SELECT vector_dims(embedding) FROM memories LIMIT 1")
                 .fetch_optional(&mut *tx)
@@ -159,6 +172,23 @@ impl PostgresStore {
         }
         tx.commit().await.map_err(failed)
     }
+}
+
+/// Gives every memory written before keyword recall existed its terms.
+async fn index_terms(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let unindexed: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")
+            .fetch_all(&mut *tx)
+            .await?;
+    for (tenant, id, content) in unindexed {
+        sqlx::query("UPDATE memories SET terms = $3 WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .bind(keywords::terms(&content))
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
 }
 
 fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
@@ -244,8 +274,8 @@ impl MemoryStore for PostgresStore {
         }
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-             scope, conversation, trust_base, embedding) VALUES ($1, $2, $3, $4, $5, $6, \
-             to_timestamp($7::double precision / 1000), $8, $9, 1, $10::vector)",
+             scope, conversation, trust_base, embedding, terms) VALUES ($1, $2, $3, $4, $5, $6, \
+             to_timestamp($7::double precision / 1000), $8, $9, 1, $10::vector, $11)",
         )
         .bind(tenant.as_str())
         .bind(&memory.id)
@@ -257,6 +287,7 @@ impl MemoryStore for PostgresStore {
         .bind(memory.scope.as_str())
         .bind(memory.conversation.as_ref().map(Conversation::as_str))
         .bind(&vector)
+        .bind(keywords::terms(&memory.content))
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
@@ -280,6 +311,75 @@ impl MemoryStore for PostgresStore {
         )
         .await
         .map_err(failed)
+    }
+
+    async fn keyword_hits(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        terms: &[String],
+        embedding: &[f32],
+        k: usize,
+    ) -> Result<Vec<KeywordHit>, StoreError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS}, 1 - (embedding <=> $4::vector) AS similarity, terms \
+             FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 \
+             ORDER BY (SELECT count(*) FROM unnest(terms) t WHERE t = ANY($3)) DESC, id DESC \
+             LIMIT {KEYWORD_CANDIDATES}"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .bind(terms)
+        .bind(vector_literal(embedding))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let candidates = rows
+            .iter()
+            .map(|row| {
+                let similarity: Option<f64> = row.try_get("similarity")?;
+                let hit = Hit {
+                    memory: memory_from_row(row)?,
+                    similarity: similarity.filter(|s| s.is_finite()).unwrap_or(0.0),
+                };
+                Ok((hit, row.try_get::<Vec<String>, _>("terms")?))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(failed)?;
+        let (memories, average_terms): (i64, Option<f64>) = sqlx::query_as(&format!(
+            "SELECT count(*), avg(cardinality(terms))::float8 FROM memories \
+             WHERE tenant_id = $1 AND {VISIBLE}"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(failed)?;
+        let containing: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "SELECT q, (SELECT count(*) FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
+             AND terms @> ARRAY[q]) FROM unnest($3::text[]) q"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .bind(terms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        let corpus = Corpus {
+            memories: memories.max(0) as u64,
+            average_terms: average_terms.unwrap_or(0.0),
+            containing: containing
+                .into_iter()
+                .map(|(q, n)| (q, n.max(0) as u64))
+                .collect(),
+        };
+        Ok(keep_best_matches(terms, candidates, &corpus, k))
     }
 
     async fn list(

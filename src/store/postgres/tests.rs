@@ -42,6 +42,7 @@ async fn fresh() -> PostgresStore {
 }
 
 crate::store::suite::store_suite!(fresh().await);
+crate::store::suite::keyword_suite!(fresh().await);
 
 #[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
