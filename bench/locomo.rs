@@ -13,6 +13,8 @@
 //! recall modes differ only in RECALL_KEYWORD_WEIGHT. Prints one line per run and writes
 //! bench/results/locomo.json.
 
+mod postgres;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -238,20 +240,6 @@ async fn run(
 /// The two recall modes: vector-only, and hybrid at the default weight.
 const RECALLS: [(&str, Option<&str>); 2] = [("dense", Some("0")), ("hybrid", None)];
 
-async fn fresh_postgres(server: &str) -> String {
-    use sqlx::Connection;
-    let name = format!(
-        "locomo_{}",
-        mcp_memory::memory::new_id(mcp_memory::memory::now_ms()).to_lowercase()
-    );
-    let mut admin = sqlx::postgres::PgConnection::connect(server).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    format!("{}/{name}", server.rsplit_once('/').unwrap().0)
-}
-
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args()
@@ -280,7 +268,7 @@ async fn main() {
     match std::env::var("TEST_DATABASE_URL") {
         Ok(server) => {
             for (recall, weight) in RECALLS {
-                let url = fresh_postgres(&server).await;
+                let url = postgres::fresh_database(&server).await;
                 results.push(run("postgres", &url, recall, weight, &data, &mode).await);
             }
         }

@@ -7,6 +7,8 @@
 //! random unit vectors, then 200 recalls and 200 remembers of new random vectors.
 //! Prints one line per case and writes bench/results/pg_store.json.
 
+mod postgres;
+
 use std::time::Instant;
 
 use mcp_memory::config::Config;
@@ -42,16 +44,6 @@ fn literal(v: &[f32]) -> String {
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn fresh_database(server: &str) -> String {
-    let name = format!("bench_{}", new_id(now_ms()).to_lowercase());
-    let mut admin = sqlx::postgres::PgConnection::connect(server).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    format!("{}/{name}", server.rsplit_once('/').unwrap().0)
 }
 
 /// Fills the tenant with `n` memories in bulk, straight into the table.
@@ -124,7 +116,7 @@ async fn main() {
     let mut results = Vec::new();
     for &dim in &dims {
         for &n in &sizes {
-            let url = fresh_database(&server).await;
+            let url = postgres::fresh_database(&server).await;
             let store = open(&url, dim).await;
             let t = Instant::now();
             fill(&url, n, dim).await;

@@ -5,9 +5,11 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_best_matches, keep_nearest};
+use super::{
+    Counts, MemoryStore, Remembered, StoreError, best_matches, cosine, in_score_order, keep_nearest,
+};
 use crate::dedup;
-use crate::keywords::{self, Corpus};
+use crate::keywords;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[derive(Default)]
@@ -68,30 +70,29 @@ impl MemoryStore for InMemoryStore {
         k: usize,
     ) -> Result<Vec<KeywordHit>, StoreError> {
         let rows = self.rows.lock().expect("lock");
-        let visible: Vec<(Hit, Vec<String>)> = rows
+        let visible: Vec<&(Tenant, Memory, Vec<f32>)> = rows
             .iter()
             .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
-            .map(|(_, m, e)| {
-                let hit = Hit {
-                    memory: m.clone(),
-                    similarity: cosine(embedding, e),
-                };
-                (hit, keywords::terms(&m.content))
+            .collect();
+        let all_terms: Vec<(String, Vec<String>)> = visible
+            .iter()
+            .map(|(_, m, _)| (m.id.clone(), keywords::terms(&m.content)))
+            .collect();
+        let average_terms = all_terms.iter().map(|(_, t)| t.len() as f64).sum::<f64>()
+            / all_terms.len().max(1) as f64;
+        let matches: Vec<(String, Vec<String>)> = all_terms
+            .into_iter()
+            .filter(|(_, t)| t.iter().any(|w| terms.contains(w)))
+            .collect();
+        let best = best_matches(terms, &matches, visible.len() as u64, average_terms, k);
+        let found = visible
+            .iter()
+            .map(|(_, m, e)| Hit {
+                memory: m.clone(),
+                similarity: cosine(embedding, e),
             })
             .collect();
-        let corpus = Corpus {
-            memories: visible.len() as u64,
-            average_terms: visible.iter().map(|(_, t)| t.len() as f64).sum::<f64>()
-                / visible.len().max(1) as f64,
-            containing: terms
-                .iter()
-                .map(|q| {
-                    let n = visible.iter().filter(|(_, t)| t.contains(q)).count();
-                    (q.clone(), n as u64)
-                })
-                .collect(),
-        };
-        Ok(keep_best_matches(terms, visible, &corpus, k))
+        Ok(in_score_order(best, found))
     }
 
     async fn nearest(

@@ -211,25 +211,60 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     }
 }
 
-/// Scores keyword candidates (each with its memory's terms) for `query` over `corpus` and
-/// keeps the `k` best; candidates sharing no term score 0 and are dropped.
-pub fn keep_best_matches(
+/// How many memories holding a query term a store reads for one recall; past it, the
+/// rarest terms are still found but document frequencies are counted from this many.
+pub const KEYWORD_MATCH_CAP: usize = 5_000;
+
+/// Keyword matching as every store does it: from the visible memories holding a query
+/// term (`matches`: id and terms) and the size of the caller's visible set, the `k` best by
+/// BM25, as (id, score). Document frequencies come from `matches` itself, which holds
+/// exactly the memories containing each term.
+pub fn best_matches(
     query: &[String],
-    candidates: Vec<(Hit, Vec<String>)>,
-    corpus: &Corpus,
+    matches: &[(String, Vec<String>)],
+    memories: u64,
+    average_terms: f64,
     k: usize,
-) -> Vec<KeywordHit> {
-    let mut scored: Vec<KeywordHit> = candidates
-        .into_iter()
-        .map(|(hit, terms)| KeywordHit {
-            score: bm25(query, &terms, corpus),
-            hit,
-        })
-        .filter(|h| h.score > 0.0)
+) -> Vec<(String, f64)> {
+    let corpus = Corpus {
+        memories,
+        average_terms,
+        containing: query
+            .iter()
+            .map(|q| {
+                let n = matches
+                    .iter()
+                    .filter(|(_, terms)| terms.contains(q))
+                    .count();
+                (q.clone(), n as u64)
+            })
+            .collect(),
+    };
+    let mut scored: Vec<(String, f64)> = matches
+        .iter()
+        .map(|(id, terms)| (id.clone(), bm25(query, terms, &corpus)))
+        .filter(|(_, score)| *score > 0.0)
         .collect();
-    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    // Ties in id order, newest first, so every store answers alike.
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
     scored.truncate(k);
     scored
+}
+
+/// The best matches in score order, joined with their memories (`found`, any order).
+pub fn in_score_order(best: Vec<(String, f64)>, found: Vec<Hit>) -> Vec<KeywordHit> {
+    let mut by_id: std::collections::HashMap<String, Hit> = found
+        .into_iter()
+        .map(|h| (h.memory.id.clone(), h))
+        .collect();
+    best.into_iter()
+        .filter_map(|(id, score)| {
+            Some(KeywordHit {
+                hit: by_id.remove(&id)?,
+                score,
+            })
+        })
+        .collect()
 }
 
 /// Keeps the `k` most similar hits.

@@ -11,9 +11,12 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{Counts, MemoryStore, Remembered, StoreError, cosine, keep_best_matches, keep_nearest};
+use super::{
+    Counts, KEYWORD_MATCH_CAP, MemoryStore, Remembered, StoreError, best_matches, cosine,
+    in_score_order, keep_nearest,
+};
 use crate::dedup;
-use crate::keywords::{self, Corpus};
+use crate::keywords;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
@@ -52,9 +55,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5(
   tokenize = \"unicode61 remove_diacritics 0 tokenchars '_-./'\"
 );
 ";
-/// Keyword candidates taken by FTS5's own ranking before BM25 is recomputed over the
-/// caller's visible memories only.
-const KEYWORD_CANDIDATES: usize = 200;
 
 /// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
@@ -235,31 +235,19 @@ fn keyword_hits_in(
     embedding: &[f32],
     k: usize,
 ) -> rusqlite::Result<Vec<KeywordHit>> {
-    let cols = COLUMNS
-        .split(", ")
-        .map(|c| format!("m.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {cols}, m.embedding, f.terms FROM memory_terms f \
-         JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
-         WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE} \
-         ORDER BY bm25(memory_terms) LIMIT {KEYWORD_CANDIDATES}"
-    ))?;
-    let candidates = stmt
+    let matches: Vec<(String, Vec<String>)> = conn
+        .prepare_cached(&format!(
+            "SELECT f.id, f.terms FROM memory_terms f \
+             JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
+             WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE} \
+             LIMIT {KEYWORD_MATCH_CAP}"
+        ))?
         .query_map(params![tenant, conversation, any_of(terms)], |row| {
-            let stored: Vec<u8> = row.get(11)?;
-            let text: String = row.get(12)?;
-            Ok((
-                Hit {
-                    memory: memory_from_row(row)?,
-                    similarity: cosine(embedding, &from_blob(&stored)),
-                },
-                text.split(' ').map(str::to_owned).collect::<Vec<_>>(),
-            ))
+            let text: String = row.get(1)?;
+            Ok((row.get(0)?, text.split(' ').map(str::to_owned).collect()))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    if candidates.is_empty() {
+        .collect::<rusqlite::Result<_>>()?;
+    if matches.is_empty() {
         return Ok(Vec::new());
     }
     let (memories, average_terms): (i64, Option<f64>) = conn.query_row(
@@ -269,25 +257,27 @@ fn keyword_hits_in(
         params![tenant, conversation],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let mut containing = std::collections::HashMap::new();
-    let mut count = conn.prepare_cached(&format!(
-        "SELECT count(*) FROM memory_terms f \
-         JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
-         WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE}"
+    let best = best_matches(
+        terms,
+        &matches,
+        memories.max(0) as u64,
+        average_terms.unwrap_or(0.0),
+        k,
+    );
+    let mut row_of = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS}, embedding FROM memories WHERE tenant_id = ?1 AND id = ?2"
     ))?;
-    for term in terms {
-        let n: i64 = count.query_row(
-            params![tenant, conversation, any_of(std::slice::from_ref(term))],
-            |r| r.get(0),
-        )?;
-        containing.insert(term.clone(), n.max(0) as u64);
+    let mut found = Vec::with_capacity(best.len());
+    for (id, _) in &best {
+        found.push(row_of.query_row(params![tenant, id], |row| {
+            let stored: Vec<u8> = row.get(11)?;
+            Ok(Hit {
+                memory: memory_from_row(row)?,
+                similarity: cosine(embedding, &from_blob(&stored)),
+            })
+        })?);
     }
-    let corpus = Corpus {
-        memories: memories.max(0) as u64,
-        average_terms: average_terms.unwrap_or(0.0),
-        containing,
-    };
-    Ok(keep_best_matches(terms, candidates, &corpus, k))
+    Ok(in_score_order(best, found))
 }
 
 fn conversation_of(v: &Visibility) -> Option<String> {

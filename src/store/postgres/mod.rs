@@ -15,9 +15,11 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{Counts, MemoryStore, Remembered, StoreError, keep_best_matches};
+use super::{
+    Counts, KEYWORD_MATCH_CAP, MemoryStore, Remembered, StoreError, best_matches, in_score_order,
+};
 use crate::dedup;
-use crate::keywords::{self, Corpus};
+use crate::keywords;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
@@ -52,9 +54,6 @@ const SCHEMA: &[&str] = &[
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
     "CREATE INDEX IF NOT EXISTS memories_terms_idx ON memories USING gin (terms)",
 ];
-
-/// Keyword candidates, by how many query terms they hold, before BM25 ranks them.
-const KEYWORD_CANDIDATES: i64 = 200;
 
 /// `$2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2))";
@@ -324,34 +323,19 @@ impl MemoryStore for PostgresStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS}, 1 - (embedding <=> $4::vector) AS similarity, terms \
-             FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 \
-             ORDER BY (SELECT count(*) FROM unnest(terms) t WHERE t = ANY($3)) DESC, id DESC \
-             LIMIT {KEYWORD_CANDIDATES}"
+        let matches: Vec<(String, Vec<String>)> = sqlx::query_as(&format!(
+            "SELECT id, terms FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 \
+             LIMIT {KEYWORD_MATCH_CAP}"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
         .bind(terms)
-        .bind(vector_literal(embedding))
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;
-        if rows.is_empty() {
+        if matches.is_empty() {
             return Ok(Vec::new());
         }
-        let candidates = rows
-            .iter()
-            .map(|row| {
-                let similarity: Option<f64> = row.try_get("similarity")?;
-                let hit = Hit {
-                    memory: memory_from_row(row)?,
-                    similarity: similarity.filter(|s| s.is_finite()).unwrap_or(0.0),
-                };
-                Ok((hit, row.try_get::<Vec<String>, _>("terms")?))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(failed)?;
         let (memories, average_terms): (i64, Option<f64>) = sqlx::query_as(&format!(
             "SELECT count(*), avg(cardinality(terms))::float8 FROM memories \
              WHERE tenant_id = $1 AND {VISIBLE}"
@@ -361,25 +345,36 @@ impl MemoryStore for PostgresStore {
         .fetch_one(&self.pool)
         .await
         .map_err(failed)?;
-        let containing: Vec<(String, i64)> = sqlx::query_as(&format!(
-            "SELECT q, (SELECT count(*) FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
-             AND terms @> ARRAY[q]) FROM unnest($3::text[]) q"
+        let best = best_matches(
+            terms,
+            &matches,
+            memories.max(0) as u64,
+            average_terms.unwrap_or(0.0),
+            k,
+        );
+        let ids: Vec<&str> = best.iter().map(|(id, _)| id.as_str()).collect();
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS}, 1 - (embedding <=> $3::vector) AS similarity FROM memories \
+             WHERE tenant_id = $1 AND id = ANY($2)"
         ))
         .bind(tenant.as_str())
-        .bind(conversation_of(visibility))
-        .bind(terms)
+        .bind(&ids)
+        .bind(vector_literal(embedding))
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;
-        let corpus = Corpus {
-            memories: memories.max(0) as u64,
-            average_terms: average_terms.unwrap_or(0.0),
-            containing: containing
-                .into_iter()
-                .map(|(q, n)| (q, n.max(0) as u64))
-                .collect(),
-        };
-        Ok(keep_best_matches(terms, candidates, &corpus, k))
+        let found = rows
+            .iter()
+            .map(|row| {
+                let similarity: Option<f64> = row.try_get("similarity")?;
+                Ok(Hit {
+                    memory: memory_from_row(row)?,
+                    similarity: similarity.filter(|s| s.is_finite()).unwrap_or(0.0),
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(failed)?;
+        Ok(in_score_order(best, found))
     }
 
     async fn list(
