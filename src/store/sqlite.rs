@@ -522,4 +522,82 @@ mod tests {
             "{err}"
         );
     }
+
+    /// A file written before keyword recall existed gets its words at the next boot.
+    #[tokio::test]
+    async fn a_file_from_before_keyword_recall_is_indexed_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            // The previous release's table, exactly.
+            conn.execute_batch(
+                "CREATE TABLE memories (
+                   tenant_id TEXT NOT NULL, id TEXT NOT NULL, content TEXT NOT NULL,
+                   memory_type TEXT NOT NULL, category TEXT, tags TEXT NOT NULL DEFAULT '[]',
+                   created_at INTEGER NOT NULL, scope TEXT NOT NULL DEFAULT 'project',
+                   conversation TEXT, trust_base REAL NOT NULL DEFAULT 1,
+                   embedding BLOB NOT NULL, access_count INTEGER NOT NULL DEFAULT 0,
+                   last_accessed_at INTEGER, PRIMARY KEY (tenant_id, id)) WITHOUT ROWID;",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO memories (tenant_id, id, content, memory_type, created_at, embedding) \
+                 VALUES ('acme', ?1, 'the cache is redis 7 on port 6380', 'project', ?2, ?3)",
+                rusqlite::params![
+                    crate::memory::new_id(T0),
+                    T0,
+                    super::to_blob(&direction(0, 0.0))
+                ],
+            )
+            .unwrap();
+        }
+        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let found = store
+            .keyword_hits(
+                &tenant("acme"),
+                &seen_from(None),
+                &crate::keywords::query_terms("redis"),
+                &direction(1, 0.0),
+                5,
+            )
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].hit.memory.content,
+            "the cache is redis 7 on port 6380"
+        );
+        // Indexed once: opening again adds nothing twice.
+        drop(store);
+        let again = super::SqliteStore::open(&path, 8).unwrap();
+        let stored = store_one(
+            &again,
+            "acme",
+            note("redis backups run hourly", T0 + 1, Scope::Project, None),
+            &direction(2, 0.0),
+        )
+        .await;
+        assert!(
+            again
+                .delete(&tenant("acme"), &seen_from(None), &stored.id)
+                .await
+                .unwrap()
+        );
+        let after = again
+            .keyword_hits(
+                &tenant("acme"),
+                &seen_from(None),
+                &crate::keywords::query_terms("redis"),
+                &direction(1, 0.0),
+                5,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            after.len(),
+            1,
+            "the forgotten memory's words went with it: {after:?}"
+        );
+    }
 }

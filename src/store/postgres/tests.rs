@@ -324,6 +324,19 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
         .unwrap();
     assert_eq!(hits[0].memory.content, "use pnpm");
     assert!((hits[0].similarity - 1.0).abs() < 1e-6);
+    // And its words were indexed on the way in.
+    let by_word = store
+        .keyword_hits(
+            &tenant("acme"),
+            &seen_from(None),
+            &crate::keywords::query_terms("pnpm"),
+            &direction(0, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_word.len(), 1);
+    assert_eq!(by_word[0].hit.memory.content, "use pnpm");
 
     let leftovers: Vec<(String,)> = sqlx::query_as(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() \
