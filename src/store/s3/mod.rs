@@ -188,6 +188,17 @@ fn with_usage(mut memory: Memory, tally: &Tally) -> Memory {
     memory
 }
 
+/// The memory's key in the recency index; `None` when its id is not a ULID.
+fn index_key(tenant: &Tenant, memory: &Memory) -> Option<String> {
+    index::key(
+        tenant,
+        &memory.id,
+        memory.memory_type,
+        memory.scope,
+        memory.conversation.as_ref(),
+    )
+}
+
 fn digest_of(visibility: &Visibility) -> Option<String> {
     visibility.conversation.as_ref().map(index::digest)
 }
@@ -209,14 +220,9 @@ impl MemoryStore for S3Store {
         }
         let metadata = vectors::metadata(tenant, &memory);
         vectors::check_budget(&metadata)?;
-        let index_key = index::key(
-            tenant,
-            &memory.id,
-            memory.memory_type,
-            memory.scope,
-            memory.conversation.as_ref(),
-        )
-        .ok_or_else(|| StoreError::Failed("the new memory's id is not a ULID".into()))?;
+        let memory = memory.into_memory();
+        let index_key = index_key(tenant, &memory)
+            .ok_or_else(|| StoreError::Failed("the new memory's id is not a ULID".into()))?;
         let vector_key = vectors::key(tenant, &memory.id);
         // Vector first: an index key with no memory behind it would list as a gap.
         self.vectors.put(&vector_key, embedding, &metadata).await?;
@@ -230,7 +236,7 @@ impl MemoryStore for S3Store {
             let _ = self.vectors.delete(&[vector_key]).await;
             return Err(state_failed(e));
         }
-        Ok(Remembered::Stored(memory.into_memory()))
+        Ok(Remembered::Stored(memory))
     }
 
     async fn nearest(
@@ -310,14 +316,7 @@ impl MemoryStore for S3Store {
         };
         self.vectors.delete(&[key]).await?;
         // The memory is gone; a leftover index key only costs a listing slot and a count.
-        let index_key = index::key(
-            tenant,
-            &memory.id,
-            memory.memory_type,
-            memory.scope,
-            memory.conversation.as_ref(),
-        );
-        let cleaned = match index_key {
+        let cleaned = match index_key(tenant, &memory) {
             Some(k) => self.objects.delete(&[k]).await.map_err(|e| e.to_string()),
             None => Err("the id is not a ULID, so its index key cannot be named".into()),
         };
