@@ -9,7 +9,7 @@
 //! - an identifier joined by `_`, `-`, `.` or `/` (`ERR_SSL_PROTOCOL`, `v1.2.3`) is also
 //!   kept whole, so naming it exactly outranks sharing one of its parts.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -117,22 +117,24 @@ pub fn query_terms(query: &str) -> Vec<String> {
 pub struct Corpus {
     pub memories: u64,
     pub average_terms: f64,
-    /// How many of those memories contain each query term.
-    pub containing: HashMap<String, u64>,
+    /// How many of those memories contain each query term, in the query's order.
+    pub containing: Vec<u64>,
 }
 
-/// The BM25 score of a memory with `terms` for `query` (Lucene's non-negative idf).
-pub fn bm25(query: &[String], terms: &[String], corpus: &Corpus) -> f64 {
+/// The BM25 score of a memory with `terms` for `query` (Lucene's non-negative idf). Terms
+/// are words, or any stand-in for them that compares alike (a store's interned ids).
+pub fn bm25<T: PartialEq>(query: &[T], terms: &[T], corpus: &Corpus) -> f64 {
     let length = terms.len() as f64;
     let norm = K1 * (1.0 - B + B * length / corpus.average_terms.max(1.0));
     query
         .iter()
-        .map(|q| {
+        .zip(&corpus.containing)
+        .map(|(q, containing)| {
             let tf = terms.iter().filter(|t| *t == q).count() as f64;
             if tf == 0.0 {
                 return 0.0;
             }
-            let n = *corpus.containing.get(q).unwrap_or(&0) as f64;
+            let n = *containing as f64;
             let idf = (1.0 + (corpus.memories as f64 - n + 0.5) / (n + 0.5)).ln();
             idf * tf * (K1 + 1.0) / (tf + norm)
         })
@@ -185,9 +187,10 @@ mod tests {
         let corpus = Corpus {
             memories: 100,
             average_terms: 10.0,
-            containing: [("pgvector".to_owned(), 2), ("databas".to_owned(), 60)].into(),
+            containing: vec![2, 60],
         };
         let q = query_terms("pgvector database");
+        assert_eq!(q, ["pgvector", "databas"]);
         let rare = bm25(&q, &t("pgvector is installed"), &corpus);
         let common = bm25(&q, &t("the database is installed"), &corpus);
         assert!(rare > common && common > 0.0, "{rare} {common}");

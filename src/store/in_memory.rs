@@ -84,6 +84,10 @@ impl MemoryStore for InMemoryStore {
             .into_iter()
             .filter(|(_, t)| t.iter().any(|w| terms.contains(w)))
             .collect();
+        let matches: Vec<(String, &[String])> = matches
+            .iter()
+            .map(|(id, t)| (id.clone(), t.as_slice()))
+            .collect();
         let best = best_matches(terms, &matches, visible.len() as u64, average_terms, k);
         let found = visible
             .iter()

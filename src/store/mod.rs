@@ -16,6 +16,7 @@ pub mod in_memory;
 pub mod postgres;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod scan;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(test)]
@@ -219,36 +220,53 @@ pub const KEYWORD_MATCH_CAP: usize = 5_000;
 /// term (`matches`: id and terms) and the size of the caller's visible set, the `k` best by
 /// BM25, as (id, score). Document frequencies come from `matches` itself, which holds
 /// exactly the memories containing each term.
-pub fn best_matches(
-    query: &[String],
-    matches: &[(String, Vec<String>)],
+pub fn best_matches<T: PartialEq, I: Clone + Ord>(
+    query: &[T],
+    matches: &[(I, &[T])],
     memories: u64,
     average_terms: f64,
     k: usize,
-) -> Vec<(String, f64)> {
+) -> Vec<(I, f64)> {
     let corpus = Corpus {
         memories,
         average_terms,
         containing: query
             .iter()
             .map(|q| {
-                let n = matches
+                matches
                     .iter()
                     .filter(|(_, terms)| terms.contains(q))
-                    .count();
-                (q.clone(), n as u64)
+                    .count() as u64
             })
             .collect(),
     };
-    let mut scored: Vec<(String, f64)> = matches
+    best_in_corpus(query, matches, &corpus, k)
+}
+
+/// `best_matches` for a caller that counted the corpus itself.
+pub fn best_in_corpus<T: PartialEq, I: Clone + Ord>(
+    query: &[T],
+    matches: &[(I, &[T])],
+    corpus: &Corpus,
+    k: usize,
+) -> Vec<(I, f64)> {
+    let mut scored: Vec<(&I, f64)> = matches
         .iter()
-        .map(|(id, terms)| (id.clone(), bm25(query, terms, &corpus)))
+        .map(|(id, terms)| (id, bm25(query, terms, corpus)))
         .filter(|(_, score)| *score > 0.0)
         .collect();
-    // Ties in id order, newest first, so every store answers alike.
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    // Ties in id order, newest first, so every store answers alike. Only the best k need
+    // sorting: a common word can match most of a tenant.
+    let order = |a: &(&I, f64), b: &(&I, f64)| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(a.0));
+    if scored.len() > k && k > 0 {
+        scored.select_nth_unstable_by(k - 1, order);
+    }
     scored.truncate(k);
+    scored.sort_by(order);
     scored
+        .into_iter()
+        .map(|(id, score)| (id.clone(), score))
+        .collect()
 }
 
 /// The best matches in score order, joined with their memories (`found`, any order).

@@ -345,6 +345,10 @@ impl MemoryStore for PostgresStore {
         .fetch_one(&self.pool)
         .await
         .map_err(failed)?;
+        let matches: Vec<(String, &[String])> = matches
+            .iter()
+            .map(|(id, t)| (id.clone(), t.as_slice()))
+            .collect();
         let best = best_matches(
             terms,
             &matches,

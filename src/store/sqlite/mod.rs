@@ -1,9 +1,12 @@
 //! The embedded store: one SQLite file, created if missing, in WAL mode. Visibility is in
 //! the SQL; nearest-neighbour search is an exact cosine scan over the tenant's visible
-//! rows, which is what a project's thousands of memories need (no approximate index can
-//! miss the neighbour dedup depends on). Keyword recall reads an FTS5 table of the terms
-//! `keywords` makes, so every script matches by its words. Content is write-once; only
-//! counters change.
+//! memories, which is what a project's thousands of memories need (no approximate index can
+//! miss the neighbour dedup depends on). The scan and keyword matching run over an
+//! in-memory index of each tenant (`index.rs`), built from the file; the rows are read only
+//! for the memories a search returns. Each row keeps the terms `keywords` makes, so every
+//! script matches by its words. Content is write-once; only counters change.
+
+mod index;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,10 +14,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{
-    Counts, KEYWORD_MATCH_CAP, MemoryStore, Remembered, StoreError, best_matches, cosine,
-    in_score_order, keep_nearest,
-};
+use index::{Indexes, TenantIndex};
+
+use super::{Counts, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::keywords;
 use crate::memory::{
@@ -36,8 +38,7 @@ CREATE TABLE IF NOT EXISTS memories (
   embedding        BLOB NOT NULL,
   access_count     INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
   last_accessed_at INTEGER,
-  term_count       INTEGER,
-  terms_rowid      INTEGER,
+  terms            TEXT,
   PRIMARY KEY (tenant_id, id),
   CHECK (scope = 'project' OR conversation IS NOT NULL)
 ) WITHOUT ROWID;
@@ -47,14 +48,11 @@ CREATE INDEX IF NOT EXISTS memories_type_recent_idx
   ON memories (tenant_id, memory_type, created_at DESC, id DESC);
 ";
 
-/// The terms of each memory, as `keywords::terms` made them (space-separated). The
-/// tokenizer only has to split on spaces: `_-./` stay inside whole identifiers.
-const TERMS_SCHEMA: &str = "
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5(
-  terms, tenant_id UNINDEXED, id UNINDEXED,
-  tokenize = \"unicode61 remove_diacritics 0 tokenchars '_-./'\"
-);
-";
+/// How much of the file is read through a memory map (1 GiB; past it, read calls).
+const MMAP_BYTES: i64 = 1 << 30;
+
+/// SQLite's page cache (32 MiB).
+const CACHE_KIB: i64 = 32 << 10;
 
 /// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
@@ -65,8 +63,9 @@ pub struct SqliteStore {
     path: PathBuf,
     // One connection: SQLite serialises writers anyway, and the lock makes dedup's
     // check-then-insert atomic within the process (the write transaction covers other
-    // processes sharing the file).
+    // processes sharing the file). Lock order: the connection, then an index.
     conn: Arc<Mutex<Connection>>,
+    indexes: Arc<Indexes>,
 }
 
 impl SqliteStore {
@@ -83,6 +82,13 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| failed(&e))?;
         conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| failed(&e))?;
+        // Reading rows through a memory map instead of a read call per page: a recall reads
+        // a couple of hundred candidates, each row a page or more with its vector.
+        conn.pragma_update(None, "mmap_size", MMAP_BYTES)
+            .map_err(|e| failed(&e))?;
+        // Pages recently written live in the WAL, read by a call each unless cached.
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(|e| failed(&e))?;
         conn.execute_batch(SCHEMA).map_err(|e| failed(&e))?;
         index_terms(&mut conn).map_err(|e| failed(&e))?;
@@ -104,20 +110,43 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: path.to_owned(),
             conn: Arc::new(Mutex::new(conn)),
+            indexes: Arc::new(Indexes::new(dimension)),
         })
     }
 
     /// Runs blocking SQLite work off the async runtime.
     async fn with_conn<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        work: impl FnOnce(&mut Connection, &Indexes) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let conn = Arc::clone(&self.conn);
+        let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
         tokio::task::spawn_blocking(move || {
             let mut conn = conn
                 .lock()
                 .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))?;
-            work(&mut conn).map_err(|e| failed(&e))
+            work(&mut conn, &indexes).map_err(|e| failed(&e))
+        })
+        .await
+        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
+    }
+
+    /// Searches the tenant's index. The connection is held only to find the index, not
+    /// while it is searched, so searches run in parallel.
+    async fn search<T: Send + 'static>(
+        &self,
+        tenant: &Tenant,
+        search: impl FnOnce(&TenantIndex) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
+        let tenant = tenant.as_str().to_owned();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn
+                .lock()
+                .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))?;
+            let index = indexes.get(&conn, &tenant).map_err(|e| failed(&e))?;
+            drop(conn);
+            let found = search(&index.read().unwrap_or_else(|e| e.into_inner()));
+            Ok::<_, StoreError>(found)
         })
         .await
         .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
@@ -158,126 +187,29 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
     })
 }
 
-fn nearest_in(
-    conn: &Connection,
-    tenant: &str,
-    conversation: Option<&str>,
-    embedding: &[f32],
-    k: usize,
-) -> rusqlite::Result<Vec<Hit>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS}, embedding FROM memories WHERE tenant_id = ?1 AND {VISIBLE}"
-    ))?;
-    let hits = stmt
-        .query_map(params![tenant, conversation], |row| {
-            let stored: Vec<u8> = row.get(11)?;
-            Ok(Hit {
-                memory: memory_from_row(row)?,
-                similarity: cosine(embedding, &from_blob(&stored)),
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(keep_nearest(hits, k))
-}
-
-/// Creates the terms table, and indexes the memories a file written before it existed
-/// holds (in one transaction, at boot).
+/// Gives every memory its terms: a file written before keyword recall has none, and one
+/// from an unreleased build kept them in an FTS5 table (dropped: the row holds them now).
 fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
-    let has_count: bool = conn
-        .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'term_count'")?
+    let has_terms: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'terms'")?
         .exists([])?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if !has_count {
-        tx.execute_batch(
-            "ALTER TABLE memories ADD COLUMN term_count INTEGER; \
-             ALTER TABLE memories ADD COLUMN terms_rowid INTEGER;",
-        )?;
+    if !has_terms {
+        tx.execute_batch("ALTER TABLE memories ADD COLUMN terms TEXT")?;
     }
-    tx.execute_batch(TERMS_SCHEMA)?;
+    tx.execute_batch("DROP TABLE IF EXISTS memory_terms")?;
     let unindexed: Vec<(String, String, String)> = tx
-        .prepare("SELECT tenant_id, id, content FROM memories WHERE term_count IS NULL")?
+        .prepare("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    for (tenant, id, content) in unindexed {
-        insert_terms(&tx, &tenant, &id, &content)?;
+    {
+        let mut update =
+            tx.prepare("UPDATE memories SET terms = ?3 WHERE tenant_id = ?1 AND id = ?2")?;
+        for (tenant, id, content) in unindexed {
+            update.execute(params![tenant, id, keywords::terms(&content).join(" ")])?;
+        }
     }
     tx.commit()
-}
-
-fn insert_terms(conn: &Connection, tenant: &str, id: &str, content: &str) -> rusqlite::Result<()> {
-    let terms = keywords::terms(content);
-    conn.execute(
-        "INSERT INTO memory_terms (terms, tenant_id, id) VALUES (?1, ?2, ?3)",
-        params![terms.join(" "), tenant, id],
-    )?;
-    // The terms row is found again by its rowid: FTS5 cannot index tenant and id.
-    conn.execute(
-        "UPDATE memories SET term_count = ?3, terms_rowid = ?4 WHERE tenant_id = ?1 AND id = ?2",
-        params![tenant, id, terms.len() as i64, conn.last_insert_rowid()],
-    )?;
-    Ok(())
-}
-
-/// An FTS5 query matching any of `terms`, each quoted as one phrase.
-fn any_of(terms: &[String]) -> String {
-    terms
-        .iter()
-        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(" OR ")
-}
-
-fn keyword_hits_in(
-    conn: &Connection,
-    tenant: &str,
-    conversation: Option<&str>,
-    terms: &[String],
-    embedding: &[f32],
-    k: usize,
-) -> rusqlite::Result<Vec<KeywordHit>> {
-    let matches: Vec<(String, Vec<String>)> = conn
-        .prepare_cached(&format!(
-            "SELECT f.id, f.terms FROM memory_terms f \
-             JOIN memories m ON m.tenant_id = f.tenant_id AND m.id = f.id \
-             WHERE memory_terms MATCH ?3 AND f.tenant_id = ?1 AND {VISIBLE} \
-             LIMIT {KEYWORD_MATCH_CAP}"
-        ))?
-        .query_map(params![tenant, conversation, any_of(terms)], |row| {
-            let text: String = row.get(1)?;
-            Ok((row.get(0)?, text.split(' ').map(str::to_owned).collect()))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    if matches.is_empty() {
-        return Ok(Vec::new());
-    }
-    let (memories, average_terms): (i64, Option<f64>) = conn.query_row(
-        &format!(
-            "SELECT count(*), avg(term_count) FROM memories WHERE tenant_id = ?1 AND {VISIBLE}"
-        ),
-        params![tenant, conversation],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let best = best_matches(
-        terms,
-        &matches,
-        memories.max(0) as u64,
-        average_terms.unwrap_or(0.0),
-        k,
-    );
-    let mut row_of = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS}, embedding FROM memories WHERE tenant_id = ?1 AND id = ?2"
-    ))?;
-    let mut found = Vec::with_capacity(best.len());
-    for (id, _) in &best {
-        found.push(row_of.query_row(params![tenant, id], |row| {
-            let stored: Vec<u8> = row.get(11)?;
-            Ok(Hit {
-                memory: memory_from_row(row)?,
-                similarity: cosine(embedding, &from_blob(&stored)),
-            })
-        })?);
-    }
-    Ok(in_score_order(best, found))
 }
 
 fn conversation_of(v: &Visibility) -> Option<String> {
@@ -294,21 +226,26 @@ impl MemoryStore for SqliteStore {
         dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(dedup_scope);
+        let dedup_scope = dedup_scope.clone();
         let embedding = embedding.to_vec();
-        self.with_conn(move |conn| {
+        self.with_conn(move |conn, indexes| {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
             // same fact in between our check and our insert.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let neighbours =
-                nearest_in(&tx, &tenant, seen.as_deref(), &embedding, dedup::NEIGHBOURS)?;
+            let index = indexes.get(&tx, &tenant)?;
+            let neighbours = index.read().unwrap_or_else(|e| e.into_inner()).nearest(
+                &embedding,
+                &dedup_scope,
+                dedup::NEIGHBOURS,
+            );
             if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
                 return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
             }
+            let terms = keywords::terms(&memory.content);
             tx.execute(
                 "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
-                 created_at, scope, conversation, trust_base, embedding) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
+                 created_at, scope, conversation, trust_base, embedding, terms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11)",
                 params![
                     tenant,
                     memory.id,
@@ -320,11 +257,17 @@ impl MemoryStore for SqliteStore {
                     memory.scope.as_str(),
                     memory.conversation.as_ref().map(|c| c.as_str()),
                     to_blob(&embedding),
+                    terms.join(" "),
                 ],
             )?;
-            insert_terms(&tx, &tenant, &memory.id, &memory.content)?;
             tx.commit()?;
-            Ok(Remembered::Stored(memory.into_memory()))
+            let memory = memory.into_memory();
+            index.write().unwrap_or_else(|e| e.into_inner()).push(
+                memory.clone(),
+                &embedding,
+                &terms,
+            );
+            Ok(Remembered::Stored(memory))
         })
         .await
     }
@@ -336,11 +279,12 @@ impl MemoryStore for SqliteStore {
         embedding: &[f32],
         k: usize,
     ) -> Result<Vec<Hit>, StoreError> {
-        let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
+        let visibility = visibility.clone();
         let embedding = embedding.to_vec();
-        self.with_conn(move |conn| nearest_in(conn, &tenant, seen.as_deref(), &embedding, k))
-            .await
+        self.search(tenant, move |index| {
+            keep_nearest(index.nearest(&embedding, &visibility, k), k)
+        })
+        .await
     }
 
     async fn keyword_hits(
@@ -354,12 +298,11 @@ impl MemoryStore for SqliteStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
+        let visibility = visibility.clone();
         let terms = terms.to_vec();
         let embedding = embedding.to_vec();
-        self.with_conn(move |conn| {
-            keyword_hits_in(conn, &tenant, seen.as_deref(), &terms, &embedding, k)
+        self.search(tenant, move |index| {
+            index.keyword_hits(&terms, &embedding, &visibility, k)
         })
         .await
     }
@@ -374,7 +317,7 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let memory_type = memory_type.map(MemoryType::as_str);
-        self.with_conn(move |conn| {
+        self.with_conn(move |conn, _| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM memories WHERE tenant_id = ?1 AND {VISIBLE} \
                  AND (?3 IS NULL OR memory_type = ?3) \
@@ -398,23 +341,15 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let id = id.to_owned();
-        self.with_conn(move |conn| {
-            let tx = conn.transaction()?;
-            let terms_row: Option<Option<i64>> = tx
-                .query_row(
-                    &format!(
-                        "DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3 \
-                         RETURNING terms_rowid"
-                    ),
-                    params![tenant, seen, id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(Some(rowid)) = terms_row {
-                tx.execute("DELETE FROM memory_terms WHERE rowid = ?1", params![rowid])?;
+        self.with_conn(move |conn, indexes| {
+            let deleted = conn.execute(
+                &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
+                params![tenant, seen, id],
+            )? > 0;
+            if let Some(index) = indexes.held(&tenant).filter(|_| deleted) {
+                index.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
             }
-            tx.commit()?;
-            Ok(terms_row.is_some())
+            Ok(deleted)
         })
         .await
     }
@@ -427,7 +362,7 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let tallies = self
-            .with_conn(move |conn| {
+            .with_conn(move |conn, _| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT memory_type, count(*) FROM memories \
                      WHERE tenant_id = ?1 AND {VISIBLE} GROUP BY memory_type"
@@ -453,8 +388,9 @@ impl MemoryStore for SqliteStore {
             return Ok(());
         }
         let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
-        self.with_conn(move |conn| {
+        let visibility = visibility.clone();
+        self.with_conn(move |conn, indexes| {
+            let seen = conversation_of(&visibility);
             let tx = conn.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(&format!(
@@ -466,14 +402,21 @@ impl MemoryStore for SqliteStore {
                     stmt.execute(params![tenant, seen, id, at])?;
                 }
             }
-            tx.commit()
+            tx.commit()?;
+            if let Some(index) = indexes.held(&tenant) {
+                index
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .record_access(&visibility, &ids, at);
+            }
+            Ok(())
         })
         .await
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
         // Fold the WAL back into the main file so a copied .db is complete on its own.
-        self.with_conn(|conn| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+        self.with_conn(|conn, _| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
             .await
     }
 
@@ -521,6 +464,66 @@ mod tests {
             err.contains("8-dimensional") && err.contains("EMBEDDING_DIM is 16"),
             "{err}"
         );
+    }
+
+    async fn nearest(store: &super::SqliteStore) -> Vec<String> {
+        let found = store
+            .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
+            .await
+            .unwrap();
+        found.into_iter().map(|h| h.memory.content).collect()
+    }
+
+    async fn words(store: &super::SqliteStore, query: &str) -> usize {
+        let terms = crate::keywords::query_terms(query);
+        let found = store
+            .keyword_hits(
+                &tenant("acme"),
+                &seen_from(None),
+                &terms,
+                &direction(0, 0.0),
+                5,
+            )
+            .await
+            .unwrap();
+        found.len()
+    }
+
+    /// Two processes sharing one file each keep an index in memory: a write by either is
+    /// found, and a forget by either is gone, for both.
+    #[tokio::test]
+    async fn two_processes_sharing_a_file_see_each_others_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        let (a, b) = (
+            super::SqliteStore::open(&path, 8).unwrap(),
+            super::SqliteStore::open(&path, 8).unwrap(),
+        );
+        store_one(
+            &a,
+            "acme",
+            note("first", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        assert_eq!(nearest(&a).await, ["first"]);
+        assert_eq!(nearest(&b).await, ["first"]);
+        let second = store_one(
+            &b,
+            "acme",
+            note("second", T0 + 1, Scope::Project, None),
+            &direction(0, 0.1),
+        )
+        .await;
+        assert_eq!(nearest(&a).await.len(), 2, "a sees b's write");
+        assert!(
+            a.delete(&tenant("acme"), &seen_from(None), &second.id)
+                .await
+                .unwrap()
+        );
+        assert_eq!(nearest(&b).await, ["first"], "b sees a's forget");
+        assert_eq!(words(&a, "second").await + words(&b, "second").await, 0);
+        assert_eq!(words(&b, "first").await, 1);
     }
 
     /// A file written before keyword recall existed gets its words at the next boot.
