@@ -124,21 +124,43 @@ pub struct Corpus {
 /// The BM25 score of a memory with `terms` for `query` (Lucene's non-negative idf). Terms
 /// are words, or any stand-in for them that compares alike (a store's interned ids).
 pub fn bm25<T: PartialEq>(query: &[T], terms: &[T], corpus: &Corpus) -> f64 {
-    let length = terms.len() as f64;
-    let norm = K1 * (1.0 - B + B * length / corpus.average_terms.max(1.0));
-    query
-        .iter()
-        .zip(&corpus.containing)
-        .map(|(q, containing)| {
-            let tf = terms.iter().filter(|t| *t == q).count() as f64;
-            if tf == 0.0 {
-                return 0.0;
-            }
-            let n = *containing as f64;
-            let idf = (1.0 + (corpus.memories as f64 - n + 0.5) / (n + 0.5)).ln();
-            idf * tf * (K1 + 1.0) / (tf + norm)
-        })
-        .sum()
+    Scorer::new(corpus).score(query, terms)
+}
+
+/// BM25 for many memories against one corpus: each query term's idf is worked out once.
+pub struct Scorer<'a> {
+    corpus: &'a Corpus,
+    idf: Vec<f64>,
+}
+
+impl<'a> Scorer<'a> {
+    pub fn new(corpus: &'a Corpus) -> Self {
+        let idf = corpus
+            .containing
+            .iter()
+            .map(|containing| {
+                let n = *containing as f64;
+                (1.0 + (corpus.memories as f64 - n + 0.5) / (n + 0.5)).ln()
+            })
+            .collect();
+        Scorer { corpus, idf }
+    }
+
+    pub fn score<T: PartialEq>(&self, query: &[T], terms: &[T]) -> f64 {
+        let length = terms.len() as f64;
+        let norm = K1 * (1.0 - B + B * length / self.corpus.average_terms.max(1.0));
+        query
+            .iter()
+            .zip(&self.idf)
+            .map(|(q, idf)| {
+                let tf = terms.iter().filter(|t| *t == q).count() as f64;
+                if tf == 0.0 {
+                    return 0.0;
+                }
+                idf * tf * (K1 + 1.0) / (tf + norm)
+            })
+            .sum()
+    }
 }
 
 #[cfg(test)]

@@ -205,6 +205,11 @@ async fn main() {
         eprintln!("no local model in .models/ (run `make model`): the end-to-end run is skipped");
     }
 
+    let errors: u64 = bench
+        .results
+        .iter()
+        .filter_map(|r| r["errors"].as_u64())
+        .sum();
     let report = json!({
         "machine": machine(),
         "quick": quick,
@@ -215,6 +220,10 @@ async fn main() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/results/load.json");
     std::fs::write(path, serde_json::to_string_pretty(&report).unwrap() + "\n").unwrap();
     println!("\nwrote {path}");
+    if errors > 0 {
+        eprintln!("{errors} calls failed (see the errors column)");
+        std::process::exit(1);
+    }
 }
 
 /// `LOAD_ONLY=1x1000w384,model` runs only those shapes (tenants x memories w width).
@@ -348,9 +357,9 @@ impl Bench {
             server.rss_mib()
         );
         println!(
-            "| mix | clients | req/s | recall p50/p95/p99 ms | remember p50/p95/p99 ms | CPU ms/req | RSS MiB before → peak | recall p50 ÷ scan |"
+            "| mix | clients | req/s | recall p50/p95/p99 ms | remember p50/p95/p99 ms | CPU ms/req | RSS MiB before → peak | recall p50 ÷ scan | errors |"
         );
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|");
         let scan_ms = reference
             .iter()
             .find(|r| r.memories == shape.per_tenant && r.width == shape.width)
@@ -452,10 +461,11 @@ impl Bench {
         };
         let cpu_ms = cpu * 1000.0 / answered.max(1.0);
         println!(
-            "| {} | {c} | {throughput:.0} | {} | {} | {cpu_ms:.2} | {before:.0} → {peak:.0} | {ratio} |",
+            "| {} | {c} | {throughput:.0} | {} | {} | {cpu_ms:.2} | {before:.0} → {peak:.0} | {ratio} | {} |",
             mix.name(),
             fmt(&recall),
-            fmt(&remember)
+            fmt(&remember),
+            outcome.errors.len()
         );
         json!({
             "store": backend.name(), "tenants": shape.tenants, "memories_per_tenant": shape.per_tenant,
@@ -464,7 +474,7 @@ impl Bench {
             "recall_ms": recall.map(|(p, n)| json!({"p50": p[0], "p95": p[1], "p99": p[2], "n": n})),
             "remember_ms": remember.map(|(p, n)| json!({"p50": p[0], "p95": p[1], "p99": p[2], "n": n})),
             "cpu_ms_per_request": cpu_ms, "rss_mib_before": before, "rss_mib_peak": peak,
-            "scan_reference_ms": scan_ms,
+            "scan_reference_ms": scan_ms, "errors": outcome.errors.len(),
         })
     }
 }
@@ -482,8 +492,9 @@ fn server_rss_reader(server: &Server) -> impl Fn() -> f64 + Send + 'static {
     }
 }
 
-/// No errors, and no lost writes: every tenant written to counts exactly what was seeded
-/// plus what the server said it stored, and its newest memories are the ones stored last.
+/// No lost writes: every tenant written to counts exactly what was seeded plus what the
+/// server said it stored, and its newest memories are the ones stored last. Failed calls
+/// are reported with the run (and fail the benchmark at the end).
 async fn verify(
     client: &reqwest::Client,
     url: &str,
@@ -491,7 +502,7 @@ async fn verify(
     counts: &mut HashMap<String, usize>,
 ) {
     if let Some(error) = outcome.errors.first() {
-        panic!("{} failed calls, the first: {error}", outcome.errors.len());
+        eprintln!("{} failed calls, the first: {error}", outcome.errors.len());
     }
     for (tenant, ids) in &outcome.stored {
         let count = counts.get_mut(tenant).unwrap();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::config::StoreConfig;
-use crate::keywords::{Corpus, bm25};
+use crate::keywords::{Corpus, Scorer};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[cfg(test)]
@@ -250,9 +250,10 @@ pub fn best_in_corpus<T: PartialEq, I: Clone + Ord>(
     corpus: &Corpus,
     k: usize,
 ) -> Vec<(I, f64)> {
+    let scorer = Scorer::new(corpus);
     let mut scored: Vec<(&I, f64)> = matches
         .iter()
-        .map(|(id, terms)| (id, bm25(query, terms, corpus)))
+        .map(|(id, terms)| (id, scorer.score(query, terms)))
         .filter(|(_, score)| *score > 0.0)
         .collect();
     // Ties in id order, newest first, so every store answers alike. Only the best k need

@@ -323,9 +323,11 @@ impl MemoryStore for PostgresStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let matches: Vec<(String, Vec<String>)> = sqlx::query_as(&format!(
-            "SELECT id, terms FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 \
-             LIMIT {KEYWORD_MATCH_CAP}"
+        // Each match's terms as one string, split here: thousands of rows decode faster
+        // as one text each than as arrays of small ones.
+        let matches: Vec<(String, String)> = sqlx::query_as(&format!(
+            "SELECT id, array_to_string(terms, ' ') FROM memories \
+             WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 LIMIT {KEYWORD_MATCH_CAP}"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
@@ -345,18 +347,24 @@ impl MemoryStore for PostgresStore {
         .fetch_one(&self.pool)
         .await
         .map_err(failed)?;
-        let matches: Vec<(String, &[String])> = matches
+        let split: Vec<Vec<&str>> = matches
             .iter()
-            .map(|(id, t)| (id.clone(), t.as_slice()))
+            .map(|(_, t)| t.split(' ').collect())
             .collect();
+        let matches: Vec<(&str, &[&str])> = matches
+            .iter()
+            .zip(&split)
+            .map(|((id, _), t)| (id.as_str(), t.as_slice()))
+            .collect();
+        let query: Vec<&str> = terms.iter().map(String::as_str).collect();
         let best = best_matches(
-            terms,
+            &query,
             &matches,
             memories.max(0) as u64,
             average_terms.unwrap_or(0.0),
             k,
         );
-        let ids: Vec<&str> = best.iter().map(|(id, _)| id.as_str()).collect();
+        let ids: Vec<&str> = best.iter().map(|(id, _)| *id).collect();
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS}, 1 - (embedding <=> $3::vector) AS similarity FROM memories \
              WHERE tenant_id = $1 AND id = ANY($2)"
@@ -378,6 +386,10 @@ impl MemoryStore for PostgresStore {
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(failed)?;
+        let best = best
+            .into_iter()
+            .map(|(id, score)| (id.to_owned(), score))
+            .collect();
         Ok(in_score_order(best, found))
     }
 

@@ -55,6 +55,9 @@ impl TenantIndex {
             };
             index.push(memory, &from_blob(row.get_ref(11)?.as_blob()?), &terms);
         }
+        // Growth by doubling may have reserved up to twice what a large tenant needs.
+        index.vectors.shrink_to_fit();
+        index.memories.shrink_to_fit();
         Ok(index)
     }
 

@@ -48,12 +48,6 @@ CREATE INDEX IF NOT EXISTS memories_type_recent_idx
   ON memories (tenant_id, memory_type, created_at DESC, id DESC);
 ";
 
-/// How much of the file is read through a memory map (1 GiB; past it, read calls).
-const MMAP_BYTES: i64 = 1 << 30;
-
-/// SQLite's page cache (32 MiB).
-const CACHE_KIB: i64 = 32 << 10;
-
 /// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
 const COLUMNS: &str = "id, content, memory_type, category, tags, created_at, scope, conversation, \
@@ -82,13 +76,6 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| failed(&e))?;
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| failed(&e))?;
-        // Reading rows through a memory map instead of a read call per page: a recall reads
-        // a couple of hundred candidates, each row a page or more with its vector.
-        conn.pragma_update(None, "mmap_size", MMAP_BYTES)
-            .map_err(|e| failed(&e))?;
-        // Pages recently written live in the WAL, read by a call each unless cached.
-        conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(|e| failed(&e))?;
         conn.execute_batch(SCHEMA).map_err(|e| failed(&e))?;
         index_terms(&mut conn).map_err(|e| failed(&e))?;
