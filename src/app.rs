@@ -1,9 +1,30 @@
 //! The composition root: a validated configuration becomes a running set of parts.
 
+use std::sync::Arc;
+
 use crate::config::Config;
+use crate::metrics::{Metrics, TimedEmbedder, TimedStore};
 use crate::store::{self, StoreError};
 use crate::tools::Memories;
 use crate::{docs, embed};
+
+/// The Cargo features of this build, as `build_info` reports them.
+const FEATURES: &[&str] = &[
+    #[cfg(feature = "sqlite")]
+    "sqlite",
+    #[cfg(feature = "postgres")]
+    "postgres",
+    #[cfg(feature = "s3")]
+    "s3",
+    #[cfg(feature = "local")]
+    "local",
+    #[cfg(feature = "openai")]
+    "openai",
+    #[cfg(feature = "bedrock")]
+    "bedrock",
+    #[cfg(feature = "kb")]
+    "kb",
+];
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +38,7 @@ pub enum BootError {
 /// Everything a request needs, shared by all requests.
 pub struct App {
     pub memories: Memories,
+    pub metrics: Arc<Metrics>,
     pub api_key: Option<String>,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
@@ -31,14 +53,23 @@ impl App {
         let store = store::open(&config.store, embedder.dimension())
             .await
             .map_err(BootError::Store)?;
+        let metrics = Arc::new(Metrics::new(config.metrics_tenant_label, FEATURES));
         Ok(App {
             memories: Memories::new(
-                store,
-                embedder,
+                Arc::new(TimedStore {
+                    inner: store,
+                    metrics: Arc::clone(&metrics),
+                }),
+                Arc::new(TimedEmbedder {
+                    inner: embedder,
+                    metrics: Arc::clone(&metrics),
+                }),
                 config.knowledge_base.as_ref().and_then(docs::open),
                 config.min_similarity,
                 config.keyword_weight,
+                Arc::clone(&metrics),
             ),
+            metrics,
             api_key: config.api_key,
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,

@@ -76,9 +76,108 @@ pub struct Config {
     pub knowledge_base: Option<KnowledgeBase>,
     pub min_similarity: f64,
     pub keyword_weight: f64,
+    /// Whether tool-call metrics carry the tenant (one series per tenant: opt-in).
+    pub metrics_tenant_label: bool,
     /// Settings that were ignored, one line each, for the operator.
     pub warnings: Vec<String>,
 }
+
+/// Every variable the server reads, its default, and what it does: `--help` prints this,
+/// and a test checks that it names every variable this file reads.
+pub const VARIABLES: &[(&str, &str, &str)] = &[
+    ("PORT", "3000", "port to listen on"),
+    ("HOST", "0.0.0.0", "address to listen on"),
+    (
+        "MCP_API_KEY",
+        "unset (no auth)",
+        "bearer token every request to /mcp and /metrics must present",
+    ),
+    (
+        "MCP_ALLOWED_ORIGINS",
+        "empty",
+        "comma-separated browser origins allowed to call",
+    ),
+    (
+        "MCP_BODY_LIMIT_BYTES",
+        "1048576",
+        "largest request body accepted",
+    ),
+    (
+        "DATABASE_URL",
+        "unset",
+        "sqlite:<path> or postgres://… ; unset means S3",
+    ),
+    (
+        "DATABASE_POOL_SIZE",
+        "10",
+        "PostgreSQL connections per process",
+    ),
+    (
+        "DATABASE_STATEMENT_TIMEOUT_MS",
+        "10000",
+        "PostgreSQL statement timeout",
+    ),
+    ("VECTOR_BUCKET", "unset", "S3 Vectors bucket (S3 store)"),
+    ("VECTOR_INDEX", "memories", "S3 Vectors index (S3 store)"),
+    (
+        "STATE_BUCKET",
+        "unset",
+        "S3 bucket for the recency index and counters (S3 store)",
+    ),
+    (
+        "STATS_FLUSH_MS",
+        "30000",
+        "how often counters are flushed (S3 store)",
+    ),
+    (
+        "STATS_COMPACT_THRESHOLD",
+        "20",
+        "counter shards that trigger compaction (S3 store)",
+    ),
+    (
+        "S3_FORCE_PATH_STYLE",
+        "false",
+        "path-style S3 addressing, for emulators",
+    ),
+    (
+        "AWS_REGION",
+        DEFAULT_REGION,
+        "region of S3, Bedrock and the knowledge base",
+    ),
+    ("EMBEDDING_PROVIDER", "bedrock", "bedrock, openai or local"),
+    (
+        "EMBEDDING_MODEL",
+        "amazon.titan-embed-text-v2:0 / text-embedding-3-small",
+        "model id (bedrock, openai), or the model directory (local)",
+    ),
+    (
+        "EMBEDDING_DIM",
+        "1024 bedrock, 1536 openai, the model's own local",
+        "vector width",
+    ),
+    (
+        "EMBEDDING_BASE_URL",
+        "unset",
+        "OpenAI-compatible endpoint (openai)",
+    ),
+    ("EMBEDDING_API_KEY", "unset", "its API key (openai)"),
+    (
+        "KNOWLEDGE_BASE_ID",
+        "unset",
+        "Bedrock Knowledge Base for search_docs",
+    ),
+    ("RECALL_MIN_SIMILARITY", "0.1", "similarity floor of recall"),
+    (
+        "RECALL_KEYWORD_WEIGHT",
+        "0.5",
+        "weight of words against meaning in recall (0 = meaning only)",
+    ),
+    (
+        "METRICS_TENANT_LABEL",
+        "false",
+        "label tool-call metrics with the tenant",
+    ),
+];
 
 const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// How much a query's words weigh against its meaning; chosen on the LoCoMo benchmark
@@ -168,6 +267,8 @@ impl Config {
             }
         }
 
+        let metrics_tenant_label = flag(&get, "METRICS_TENANT_LABEL")?;
+
         Ok(Config {
             host,
             port,
@@ -179,8 +280,18 @@ impl Config {
             knowledge_base,
             min_similarity,
             keyword_weight,
+            metrics_tenant_label,
             warnings,
         })
+    }
+}
+
+/// A true/false variable; unset is false.
+fn flag(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<bool, String> {
+    match get(name).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(format!("{name} must be true or false, got \"{other}\"")),
     }
 }
 
@@ -275,15 +386,7 @@ fn s3(
         None => 20,
         Some(raw) => positive(&raw, "STATS_COMPACT_THRESHOLD")?,
     };
-    let force_path_style = match get("S3_FORCE_PATH_STYLE").as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(format!(
-                "S3_FORCE_PATH_STYLE must be true or false, got \"{other}\""
-            ));
-        }
-    };
+    let force_path_style = flag(get, "S3_FORCE_PATH_STYLE")?;
     Ok(StoreConfig::S3(crate::store::s3::S3Settings {
         vector_bucket,
         vector_index,
@@ -809,5 +912,24 @@ mod tests {
         let err = with(&[("KNOWLEDGE_BASE_ID", "kb1")]).err().unwrap();
         assert!(err.starts_with("KNOWLEDGE_BASE_ID must be"), "{err}");
         assert!(with(&[]).unwrap().knowledge_base.is_none());
+    }
+
+    /// `--help` lists every variable this file reads.
+    #[test]
+    fn every_variable_read_is_documented() {
+        let source = include_str!("config.rs");
+        let documented: Vec<&str> = VARIABLES.iter().map(|(name, _, _)| *name).collect();
+        // Reads are get(<name>) and flag(get, <name>) / flag(&get, <name>).
+        for pattern in ["get(\"", "get, \""] {
+            for read in source.split(pattern).skip(1) {
+                let name = &read[..read.find('"').unwrap()];
+                if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                    assert!(
+                        documented.contains(&name),
+                        "{name} is read but not in VARIABLES"
+                    );
+                }
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod app;
 #[cfg(any(feature = "s3", feature = "bedrock", feature = "kb"))]
 pub mod aws;
+pub mod cli;
 pub mod config;
 pub mod context;
 pub mod dedup;
@@ -14,6 +15,7 @@ pub mod keywords;
 pub mod log;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
 pub mod ranking;
 pub mod shutdown;
 pub mod store;

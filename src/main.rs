@@ -1,15 +1,38 @@
-//! Thin entry point: configuration → app → serve, with graceful shutdown.
+//! Thin entry point: the command line (`cli`), or configuration → app → serve, with
+//! graceful shutdown.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcp_memory::app::App;
+use mcp_memory::cli::{self, Command};
 use mcp_memory::config::Config;
 use mcp_memory::mcp::{SERVER_NAME, SERVER_VERSION};
 use mcp_memory::{http, log, shutdown};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match Command::parse(&args) {
+        Ok(Command::Serve) => serve().await,
+        Ok(Command::Version) => {
+            println!("{}", cli::version());
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Help) => {
+            print!("{}", cli::help());
+            ExitCode::SUCCESS
+        }
+        Ok(Command::CheckConfig) => cli::check_config().await,
+        Ok(Command::Healthcheck) => cli::healthcheck(),
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve() -> ExitCode {
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(message) => {

@@ -115,6 +115,126 @@ async fn logs_never_carry_content_queries_tags_or_conversations() {
     assert_eq!(failures.len(), 1, "{}", exited.stderr);
 }
 
+/// Prometheus' view after a few calls: counts by tool and outcome, latencies of tools,
+/// embeddings and store calls, and nothing a caller said. With a key, the scrape needs it.
+#[tokio::test]
+async fn metrics_count_tool_calls_and_time_their_parts() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = base_env(&stub, &dir.path().join("memory.db"));
+    env.insert("MCP_API_KEY".into(), "scrape-key".into());
+    let server = start(&mut env).await;
+    let client = reqwest::Client::new();
+    let headers = [
+        ("x-memory-tenant", "acme"),
+        ("authorization", "Bearer scrape-key"),
+    ];
+    server
+        .call(
+            &headers,
+            "remember",
+            json!({"content": "the secret fact", "type": "project"}),
+        )
+        .await;
+    server
+        .call(&headers, "recall", json!({"query": "the secret query"}))
+        .await;
+    server
+        .call(&headers, "recall", json!({"query": "the secret query"}))
+        .await;
+    let (_, refused) = server.call_tool(&headers, "forget", json!({})).await;
+    assert!(refused);
+
+    let scrape = |key: Option<&'static str>| {
+        let mut request = client.get(format!("{}/metrics", server.url));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send()
+    };
+    assert_eq!(scrape(None).await.unwrap().status(), 401);
+    assert_eq!(scrape(Some("wrong")).await.unwrap().status(), 401);
+    let response = scrape(Some("scrape-key")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.unwrap();
+    for line in [
+        "mcp_memory_tool_calls_total{tool=\"remember\",outcome=\"ok\"} 1",
+        "mcp_memory_tool_calls_total{tool=\"recall\",outcome=\"ok\"} 2",
+        "mcp_memory_tool_calls_total{tool=\"forget\",outcome=\"invalid\"} 1",
+        "mcp_memory_tool_duration_seconds_count{tool=\"recall\"} 2",
+        "mcp_memory_embedding_duration_seconds_count 3",
+        "mcp_memory_store_duration_seconds_count{operation=\"remember\"} 1",
+        "mcp_memory_store_duration_seconds_count{operation=\"nearest\"} 2",
+        "mcp_memory_requests_in_flight 0",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    assert!(text.contains(&format!(
+        "mcp_memory_build_info{{version=\"{}\"",
+        env!("CARGO_PKG_VERSION")
+    )));
+    assert!(!text.contains("secret") && !text.contains("acme"), "{text}");
+    server.terminate().await;
+}
+
+async fn run(
+    env: &std::collections::HashMap<String, String>,
+    flag: &str,
+) -> std::io::Result<std::process::Output> {
+    command(env).arg(flag).output().await
+}
+
+/// The operator's flags: each answers and exits without serving.
+#[tokio::test]
+async fn version_help_check_config_and_healthcheck_answer_and_exit() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = base_env(&stub, &dir.path().join("memory.db"));
+    let version = run(&env, "--version").await.unwrap();
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("mcp-memory {}", env!("CARGO_PKG_VERSION"))
+    );
+    let help = String::from_utf8(run(&env, "--help").await.unwrap().stdout).unwrap();
+    assert!(
+        help.contains("RECALL_KEYWORD_WEIGHT") && help.contains("[3000]"),
+        "{help}"
+    );
+    assert_eq!(run(&env, "--serve").await.unwrap().status.code(), Some(2));
+
+    let checked = run(&env, "--check-config").await.unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success() && said.contains("configuration OK"),
+        "{said}"
+    );
+    let mut unreachable = env.clone();
+    unreachable.insert("EMBEDDING_BASE_URL".into(), "http://127.0.0.1:9/v1".into());
+    let refused = run(&unreachable, "--check-config").await.unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("embedder"));
+
+    let mut served = env.clone();
+    let server = start(&mut served).await;
+    assert!(
+        run(&served, "--healthcheck")
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    server.terminate().await;
+    let down = run(&served, "--healthcheck").await.unwrap();
+    assert_eq!(down.status.code(), Some(1));
+}
+
 #[tokio::test]
 async fn without_a_key_the_server_warns_that_it_answers_anyone() {
     let stub = EmbeddingStub::start().await;

@@ -1,4 +1,4 @@
-//! The HTTP edge: `POST /mcp`, `GET /health`, and the checks that come before any MCP
+//! The HTTP edge: `POST /mcp`, `GET /health`, `GET /metrics`, and the checks that come before any MCP
 //! work — Origin, bearer auth, method, media types and the body limit (BEHAVIOR.md §9.1,
 //! MCP.md §3). The caller's identity is resolved here, once per request.
 
@@ -20,6 +20,7 @@ use crate::{context, mcp};
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/health", any(health))
+        .route("/metrics", any(metrics))
         .route("/mcp", any(serve_mcp))
         .fallback(not_found)
         .with_state(app)
@@ -29,6 +30,23 @@ pub fn router(app: Arc<App>) -> Router {
 /// of the database or the embedding service.
 async fn health() -> Response {
     json_response(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+/// Prometheus' scrape. It names no memory, query or tenant (unless METRICS_TENANT_LABEL),
+/// but with MCP_API_KEY set it asks for the same bearer token as /mcp: configure the
+/// scrape job with `authorization: {credentials: <key>}`.
+async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(key) = &app.api_key
+        && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
+    {
+        return unauthorized();
+    }
+    let mut response = app.metrics.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
 }
 
 async fn not_found() -> Response {
@@ -57,17 +75,9 @@ async fn serve_mcp(
     if let Some(key) = &app.api_key
         && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
     {
-        let mut response = rpc_error(
-            StatusCode::UNAUTHORIZED,
-            -32001,
-            "missing or invalid bearer token",
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"mcp\""),
-        );
-        return response;
+        return unauthorized();
     }
+    let _in_flight = app.metrics.in_flight();
     if method != Method::POST {
         // Stateless: there is no session to open with GET or close with DELETE.
         let mut response = rpc_error(
@@ -138,6 +148,19 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
         status,
         &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}}),
     )
+}
+
+fn unauthorized() -> Response {
+    let mut response = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        -32001,
+        "missing or invalid bearer token",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"mcp\""),
+    );
+    response
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {

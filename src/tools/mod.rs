@@ -21,6 +21,7 @@ use crate::context::{Identity, RequestContext};
 use crate::docs::Library;
 use crate::embed::{EmbedError, Embedder};
 use crate::log;
+use crate::metrics::{Metrics, Outcome};
 use crate::store::{MemoryStore, StoreError};
 
 use catalogue::Catalogue;
@@ -34,6 +35,7 @@ pub struct Memories {
     pub min_similarity: f64,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
+    pub metrics: Arc<Metrics>,
     catalogue: Catalogue,
 }
 
@@ -44,6 +46,7 @@ impl Memories {
         docs: Option<Arc<dyn Library>>,
         min_similarity: f64,
         keyword_weight: f64,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let catalogue = Catalogue::new(store.exact_counts(), docs.is_some());
         Memories {
@@ -52,6 +55,7 @@ impl Memories {
             docs,
             min_similarity,
             keyword_weight,
+            metrics,
             catalogue,
         }
     }
@@ -131,27 +135,48 @@ pub async fn call(
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> ToolResult {
+    let started = Instant::now();
+    let (result, outcome) = answer(memories, name, arguments, identity).await;
+    // Only catalogue names become labels: a caller cannot mint new series.
+    let tool = match memories.catalogue.find(name) {
+        Some(_) => name,
+        None => "unknown",
+    };
+    let tenant = identity.as_ref().ok().map(|ctx| ctx.tenant.as_str());
+    memories
+        .metrics
+        .tool_call(tool, tenant, outcome, started.elapsed());
+    result
+}
+
+async fn answer(
+    memories: &Memories,
+    name: &str,
+    arguments: Option<&Value>,
+    identity: &Identity,
+) -> (ToolResult, Outcome) {
+    let refused = |text: String| (ToolResult::error(text), Outcome::Invalid);
     let Some(spec) = memories.catalogue.find(name) else {
-        return ToolResult::error(format!("Error: unknown tool \"{name}\"."));
+        return refused(format!("Error: unknown tool \"{name}\"."));
     };
     let empty = Map::new();
     let args = match arguments {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(map)) => map,
         Some(_) => {
-            return ToolResult::error(format!(
+            return refused(format!(
                 "Input validation error: Invalid arguments for tool {name}: arguments must be an object"
             ));
         }
     };
     if let Err(detail) = spec.check(args) {
-        return ToolResult::error(format!(
+        return refused(format!(
             "Input validation error: Invalid arguments for tool {name}: {detail}"
         ));
     }
     let ctx = match identity {
         Ok(ctx) => ctx,
-        Err(refusal) => return ToolResult::error(refusal.clone()),
+        Err(refusal) => return refused(refusal.clone()),
     };
 
     let started = Instant::now();
@@ -161,20 +186,18 @@ pub async fn call(
         tool: Some(name),
         ..Default::default()
     };
-    let result = match outcome {
-        Ok(text) => ToolResult::ok(text),
-        Err(ToolError::Invalid(message)) => ToolResult::error(format!("Error: {message}")),
+    let (result, outcome) = match outcome {
+        Ok(text) => (ToolResult::ok(text), Outcome::Ok),
+        Err(ToolError::Invalid(message)) => refused(format!("Error: {message}")),
         Err(ToolError::Dependency { shown, logged }) => {
             log::error("tool_failed", &logged, &fields);
-            ToolResult::error(format!(
-                "Error: the memory store could not complete this request — {shown}"
-            ))
+            let text = format!("Error: the memory store could not complete this request — {shown}");
+            (ToolResult::error(text), Outcome::Failed)
         }
         Err(ToolError::Docs(cause)) => {
             log::error("tool_failed", &cause, &fields);
-            ToolResult::error(format!(
-                "Error: the documentation index could not be searched — {cause}"
-            ))
+            let text = format!("Error: the documentation index could not be searched — {cause}");
+            (ToolResult::error(text), Outcome::Failed)
         }
     };
     log::info(
@@ -186,7 +209,7 @@ pub async fn call(
             ..fields
         },
     );
-    result
+    (result, outcome)
 }
 
 async fn run(
