@@ -14,7 +14,7 @@ MINILM_MIN_SIMILARITY := 0.2
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model test unit interop check fmt
+.PHONY: run model test unit interop check images fmt bench release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -56,6 +56,26 @@ check:
 	@# The slim on-prem image must link no AWS SDK and no candle.
 	@if cargo tree --no-default-features --features postgres,openai -e normal | grep -E ' (aws-|candle)'; then \
 	  echo "the postgres,openai build pulls an AWS or candle crate" >&2; exit 1; fi
+	bash scripts/lint-ship.sh
+	$(MAKE) images
+
+# What docker/Dockerfile's build stage runs, for both published images (no Docker needed).
+images:
+	bash scripts/build-release.sh postgres,openai $(TARGET_DIR)/images/slim
+	bash scripts/build-release.sh s3,bedrock,kb $(TARGET_DIR)/images/aws
+	$(TARGET_DIR)/images/slim/mcp-memory --version
+	$(TARGET_DIR)/images/aws/mcp-memory --version
+
+# Bump Cargo.toml (and Cargo.lock), commit `chore: release vX.Y.Z`, tag vX.Y.Z.
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
+	bash scripts/release.sh $(VERSION)
 
 fmt:
 	cargo fmt
+
+# The load benchmark (bench/load): the release binary over HTTP, on SQLite and PostgreSQL,
+# with the stub embedder and once with the local model. Results: BENCHMARKS.md.
+bench: model
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh \
+	  cargo bench --features postgres --bench load

@@ -349,6 +349,32 @@ mod tests {
         assert_eq!(SERVER_NAME, env!("CARGO_PKG_NAME"));
     }
 
+    /// Cargo.toml is the version's one source: the lock file must agree (a release bumps
+    /// both), and no file that ships states another one.
+    #[test]
+    fn every_copy_of_the_version_is_the_manifest_s() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let lock = std::fs::read_to_string(format!("{root}/Cargo.lock")).unwrap();
+        let entry = lock
+            .split("[[package]]")
+            .find(|p| p.contains(&format!("name = \"{SERVER_NAME}\"\n")))
+            .expect("the crate is in Cargo.lock");
+        assert!(
+            entry.contains(&format!("version = \"{SERVER_VERSION}\"")),
+            "Cargo.lock disagrees with Cargo.toml ({SERVER_VERSION}):{entry}"
+        );
+        let version = regex::Regex::new(r#"version[=:]\s*"?(\d+\.\d+\.\d+)"#).unwrap();
+        for shipped in ["docker/Dockerfile", "compose.yaml"] {
+            let text = std::fs::read_to_string(format!("{root}/{shipped}")).unwrap();
+            for found in version.captures_iter(&text) {
+                assert_eq!(
+                    &found[1], SERVER_VERSION,
+                    "{shipped} states another version"
+                );
+            }
+        }
+    }
+
     #[test]
     fn mcp_name_may_be_base64_encoded() {
         assert_eq!(decode_name("recall").as_deref(), Some("recall"));
