@@ -3,7 +3,7 @@
 //! image has no shell and no curl).
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -57,25 +57,30 @@ pub fn help() -> String {
     out
 }
 
-/// Builds everything the server would, then asks the embedder for one vector and the store
-/// for one count, so a deployment learns it cannot work before it is rolled out.
-pub async fn check_config() -> ExitCode {
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(message) => {
-            eprintln!("configuration error: {message}");
-            return ExitCode::FAILURE;
-        }
-    };
+/// The configuration from the environment, built into the app, and the address to listen
+/// on; a refusal is printed as one line and becomes the exit code.
+pub async fn boot() -> Result<(App, (IpAddr, u16)), ExitCode> {
+    let config = Config::from_env().map_err(|message| {
+        eprintln!("configuration error: {message}");
+        ExitCode::FAILURE
+    })?;
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
-    let app = match App::build(config).await {
-        Ok(app) => app,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+    let address = (config.host, config.port);
+    let app = App::build(config).await.map_err(|e| {
+        eprintln!("{e}");
+        ExitCode::FAILURE
+    })?;
+    Ok((app, address))
+}
+
+/// Builds everything the server would, then asks the embedder for one vector and the store
+/// for one count, so a deployment learns it cannot work before it is rolled out.
+pub async fn check_config() -> ExitCode {
+    let app = match boot().await {
+        Ok((app, _)) => app,
+        Err(code) => return code,
     };
     println!("{}", app.describe());
     let memories = &app.memories;

@@ -4,9 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_memory::app::App;
 use mcp_memory::cli::{self, Command};
-use mcp_memory::config::Config;
 use mcp_memory::mcp::{SERVER_NAME, SERVER_VERSION};
 use mcp_memory::{http, log, shutdown};
 
@@ -33,23 +31,9 @@ async fn main() -> ExitCode {
 }
 
 async fn serve() -> ExitCode {
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(message) => {
-            eprintln!("configuration error: {message}");
-            return ExitCode::FAILURE;
-        }
-    };
-    for warning in &config.warnings {
-        eprintln!("warning: {warning}");
-    }
-    let address = (config.host, config.port);
-    let app = match App::build(config).await {
-        Ok(app) => Arc::new(app),
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+    let (app, address) = match cli::boot().await {
+        Ok((app, address)) => (Arc::new(app), address),
+        Err(code) => return code,
     };
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,

@@ -66,18 +66,25 @@ pub async fn call(
     }
 }
 
-/// Runs `mix` against `tenants` (one drawn at random per call) for `warmup` unmeasured and
-/// then `duration` measured.
-pub async fn run(
-    client: &reqwest::Client,
-    url: &str,
-    tenants: &[String],
-    mix: Mix,
-    concurrency: usize,
-    warmup: Duration,
-    duration: Duration,
-    seed: u64,
-) -> Outcome {
+/// One run of the load: `concurrency` clients send `mix` for `warmup` unmeasured and then
+/// `duration` measured; `seed` makes the calls differ from other runs'.
+pub struct Load {
+    pub mix: Mix,
+    pub concurrency: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub seed: u64,
+}
+
+/// Runs `load` against `tenants`, one drawn at random per call.
+pub async fn run(client: &reqwest::Client, url: &str, tenants: &[String], load: &Load) -> Outcome {
+    let Load {
+        mix,
+        concurrency,
+        warmup,
+        duration,
+        seed,
+    } = *load;
     let outcome = Arc::new(Mutex::new(Outcome::default()));
     let corpus = Arc::new(Corpus::new());
     let start = Instant::now();

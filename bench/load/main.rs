@@ -387,17 +387,14 @@ impl Bench {
                         }
                     })
                 };
-                let mut outcome = drive::run(
-                    &self.client,
-                    &server.url,
-                    &tenants,
+                let load = drive::Load {
                     mix,
-                    c,
-                    self.plan.warmup,
-                    self.plan.duration,
+                    concurrency: c,
+                    warmup: self.plan.warmup,
+                    duration: self.plan.duration,
                     seed,
-                )
-                .await;
+                };
+                let mut outcome = drive::run(&self.client, &server.url, &tenants, &load).await;
                 sampler.abort();
                 let cpu = server.cpu_seconds() - cpu_before;
                 let peak = *peak.lock().unwrap();

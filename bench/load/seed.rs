@@ -26,8 +26,8 @@ pub fn rows(tenants: &[String], per_tenant: usize, width: usize) -> impl Iterato
     let now = mcp_memory::memory::now_ms();
     let mut rng = Rng::new(7);
     tenants
-        .to_vec()
-        .into_iter()
+        .iter()
+        .cloned()
         .enumerate()
         .flat_map(move |(t, tenant)| {
             (0..per_tenant)

@@ -23,7 +23,7 @@ impl Server {
             .unwrap()
             .port();
         let began = Instant::now();
-        let child = Command::new(BINARY)
+        let mut child = Command::new(BINARY)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("HOST", "127.0.0.1")
@@ -49,6 +49,8 @@ impl Server {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("the server never became healthy");
     }
 

@@ -16,8 +16,9 @@ use super::{COLUMNS, from_blob, memory_from_row};
 use crate::keywords::{self, Corpus};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 
-/// The memory the indexes may hold together: a million 384-wide vectors, about.
-const BUDGET_BYTES: usize = 1536 << 20;
+/// The memory the indexes may hold together: about 250,000 memories at width 384. A tenant
+/// larger than this is still indexed, alone.
+const BUDGET_BYTES: usize = 512 << 20;
 
 pub(super) struct TenantIndex {
     width: usize,
@@ -203,7 +204,11 @@ impl TenantIndex {
                 160 + m.id.len() + m.content.len() + m.tags.iter().map(String::len).sum::<usize>()
             })
             .sum();
-        self.vectors.len() * 4 + text + self.terms.iter().map(|t| t.len() * 4).sum::<usize>()
+        let words: usize = self.words.keys().map(|w| 48 + w.len()).sum();
+        self.vectors.len() * 4
+            + text
+            + words
+            + self.terms.iter().map(|t| 16 + t.len() * 4).sum::<usize>()
     }
 }
 
