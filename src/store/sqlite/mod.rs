@@ -9,7 +9,7 @@
 mod index;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -101,20 +101,13 @@ impl SqliteStore {
         })
     }
 
-    /// Runs blocking SQLite work off the async runtime.
+    /// Runs blocking SQLite work off the async runtime, holding the connection.
     async fn with_conn<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection, &Indexes) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
-        tokio::task::spawn_blocking(move || {
-            let mut conn = conn
-                .lock()
-                .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))?;
-            work(&mut conn, &indexes).map_err(|e| failed(&e))
-        })
-        .await
-        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
+        blocking(move || work(&mut *lock(&conn)?, &indexes).map_err(|e| failed(&e))).await
     }
 
     /// Searches the tenant's index. The connection is held only to find the index, not
@@ -126,18 +119,28 @@ impl SqliteStore {
     ) -> Result<T, StoreError> {
         let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
         let tenant = tenant.as_str().to_owned();
-        tokio::task::spawn_blocking(move || {
-            let conn = conn
-                .lock()
-                .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))?;
-            let index = indexes.get(&conn, &tenant).map_err(|e| failed(&e))?;
-            drop(conn);
-            let found = search(&index.read().unwrap_or_else(|e| e.into_inner()));
-            Ok::<_, StoreError>(found)
+        blocking(move || {
+            let index = indexes
+                .get(&*lock(&conn)?, &tenant)
+                .map_err(|e| failed(&e))?;
+            Ok(search(&index.read().unwrap_or_else(|e| e.into_inner())))
         })
         .await
-        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
     }
+}
+
+/// Runs blocking work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
+}
+
+fn lock(conn: &Mutex<Connection>) -> Result<MutexGuard<'_, Connection>, StoreError> {
+    conn.lock()
+        .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))
 }
 
 fn failed(e: &rusqlite::Error) -> StoreError {
