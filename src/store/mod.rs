@@ -271,7 +271,7 @@ pub fn best_in_corpus<T: PartialEq, I: Clone + Ord>(
 }
 
 /// The best matches in score order, joined with their memories (`found`, any order).
-pub fn in_score_order(best: Vec<(String, f64)>, found: Vec<Hit>) -> Vec<KeywordHit> {
+pub fn in_score_order(best: Vec<(impl AsRef<str>, f64)>, found: Vec<Hit>) -> Vec<KeywordHit> {
     let mut by_id: std::collections::HashMap<String, Hit> = found
         .into_iter()
         .map(|h| (h.memory.id.clone(), h))
@@ -279,7 +279,7 @@ pub fn in_score_order(best: Vec<(String, f64)>, found: Vec<Hit>) -> Vec<KeywordH
     best.into_iter()
         .filter_map(|(id, score)| {
             Some(KeywordHit {
-                hit: by_id.remove(&id)?,
+                hit: by_id.remove(id.as_ref())?,
                 score,
             })
         })

@@ -386,10 +386,6 @@ impl MemoryStore for PostgresStore {
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(failed)?;
-        let best = best
-            .into_iter()
-            .map(|(id, score)| (id.to_owned(), score))
-            .collect();
         Ok(in_score_order(best, found))
     }
 

@@ -63,15 +63,16 @@ impl TenantIndex {
     }
 
     pub fn push(&mut self, memory: Memory, vector: &[f32], terms: &[String]) {
-        // A stored vector of another width cannot be compared; it scores 0, as `cosine` does.
-        let mut padded = vector.to_vec();
-        padded.resize(self.width, 0.0);
+        // A stored vector of another width cannot be compared: it takes its slot, padded or
+        // cut, with norm 0, which scores 0 as `cosine` does.
         self.norms.push(if vector.len() == self.width {
             scan::norm(vector)
         } else {
             0.0
         });
-        self.vectors.extend_from_slice(&padded);
+        let start = self.vectors.len();
+        self.vectors.extend(vector.iter().take(self.width));
+        self.vectors.resize(start + self.width, 0.0);
         self.memories.push(memory);
         let terms = terms
             .iter()
@@ -112,9 +113,15 @@ impl TenantIndex {
     }
 
     fn hit(&self, i: usize, query: &[f32]) -> Hit {
+        // Norm 0: a zero vector or one of another width, both 0 to `cosine` too.
+        let similarity = if self.norms[i] > 0.0 {
+            cosine(query, self.vector(i))
+        } else {
+            0.0
+        };
         Hit {
             memory: self.memories[i].clone(),
-            similarity: cosine(query, self.vector(i)),
+            similarity,
         }
     }
 

@@ -1,10 +1,10 @@
-//! The embedded store: one SQLite file, created if missing, in WAL mode. Visibility is in
-//! the SQL; nearest-neighbour search is an exact cosine scan over the tenant's visible
-//! memories, which is what a project's thousands of memories need (no approximate index can
-//! miss the neighbour dedup depends on). The scan and keyword matching run over an
-//! in-memory index of each tenant (`index.rs`), built from the file; the rows are read only
-//! for the memories a search returns. Each row keeps the terms `keywords` makes, so every
-//! script matches by its words. Content is write-once; only counters change.
+//! The embedded store: one SQLite file, created if missing, in WAL mode. Nearest-neighbour
+//! search is an exact cosine scan over the tenant's visible memories, which is what a
+//! project's thousands of memories need (no approximate index can miss the neighbour dedup
+//! depends on). Searches (the scan and keyword matching) answer from an in-memory index of
+//! each tenant (`index.rs`), built from the file, with visibility applied there; listing and
+//! counting stay in SQL, visibility in the statement. Each row keeps the terms `keywords`
+//! makes, so every script matches by its words. Content is write-once; only counters change.
 
 mod index;
 
