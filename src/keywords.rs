@@ -147,19 +147,24 @@ impl<'a> Scorer<'a> {
     }
 
     pub fn score<T: PartialEq>(&self, query: &[T], terms: &[T]) -> f64 {
-        let length = terms.len() as f64;
-        let norm = K1 * (1.0 - B + B * length / self.corpus.average_terms.max(1.0));
-        query
-            .iter()
-            .zip(&self.idf)
-            .map(|(q, idf)| {
-                let tf = terms.iter().filter(|t| *t == q).count() as f64;
-                if tf == 0.0 {
+        let length = terms.len() as u32;
+        (0..query.len().min(self.idf.len()))
+            .map(|j| {
+                let tf = terms.iter().filter(|t| **t == query[j]).count() as u32;
+                if tf == 0 {
                     return 0.0;
                 }
-                idf * tf * (K1 + 1.0) / (tf + norm)
+                self.term(j, tf, length)
             })
             .sum()
+    }
+
+    /// What the `j`-th query term adds to the score of a memory of `length` terms holding
+    /// it `tf` times.
+    pub fn term(&self, j: usize, tf: u32, length: u32) -> f64 {
+        let norm = K1 * (1.0 - B + B * f64::from(length) / self.corpus.average_terms.max(1.0));
+        let tf = f64::from(tf);
+        self.idf[j] * tf * (K1 + 1.0) / (tf + norm)
     }
 }
 

@@ -5,11 +5,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{
-    Counts, MemoryStore, Remembered, StoreError, best_matches, cosine, in_score_order, keep_nearest,
-};
+use super::{Counts, MemoryStore, Remembered, StoreError, best_first, cosine, keep_nearest};
 use crate::dedup;
-use crate::keywords;
+use crate::keywords::{self, Corpus, Scorer};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[derive(Default)]
@@ -182,6 +180,55 @@ impl MemoryStore for InMemoryStore {
     fn describe(&self) -> String {
         "in-memory (tests only)".into()
     }
+}
+
+/// Keyword matching by brute force, for the test store: from the visible memories holding a
+/// query term (`matches`: id and terms) and the size of the caller's visible set, the `k`
+/// best by BM25, as (id, score). Document frequencies come from `matches` itself, which
+/// holds exactly the memories containing each term.
+fn best_matches<T: PartialEq, I: Clone + Ord>(
+    query: &[T],
+    matches: &[(I, &[T])],
+    memories: u64,
+    average_terms: f64,
+    k: usize,
+) -> Vec<(I, f64)> {
+    let corpus = Corpus {
+        memories,
+        average_terms,
+        containing: query
+            .iter()
+            .map(|q| {
+                matches
+                    .iter()
+                    .filter(|(_, terms)| terms.contains(q))
+                    .count() as u64
+            })
+            .collect(),
+    };
+    let scorer = Scorer::new(&corpus);
+    let scored = matches
+        .iter()
+        .map(|(id, terms)| (id.clone(), scorer.score(query, terms)))
+        .filter(|(_, score)| *score > 0.0)
+        .collect();
+    best_first(scored, k)
+}
+
+/// The best matches in score order, joined with their memories (`found`, any order).
+fn in_score_order(best: Vec<(impl AsRef<str>, f64)>, found: Vec<Hit>) -> Vec<KeywordHit> {
+    let mut by_id: std::collections::HashMap<String, Hit> = found
+        .into_iter()
+        .map(|h| (h.memory.id.clone(), h))
+        .collect();
+    best.into_iter()
+        .filter_map(|(id, score)| {
+            Some(KeywordHit {
+                hit: by_id.remove(id.as_ref())?,
+                score,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

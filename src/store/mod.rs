@@ -7,11 +7,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::config::StoreConfig;
-use crate::keywords::{Corpus, Scorer};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 
 #[cfg(test)]
 pub mod in_memory;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod index;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "s3")]
@@ -212,78 +213,17 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     }
 }
 
-/// How many memories holding a query term a store reads for one recall; past it, the
-/// rarest terms are still found but document frequencies are counted from this many.
-pub const KEYWORD_MATCH_CAP: usize = 5_000;
-
-/// Keyword matching as every store does it: from the visible memories holding a query
-/// term (`matches`: id and terms) and the size of the caller's visible set, the `k` best by
-/// BM25, as (id, score). Document frequencies come from `matches` itself, which holds
-/// exactly the memories containing each term.
-pub fn best_matches<T: PartialEq, I: Clone + Ord>(
-    query: &[T],
-    matches: &[(I, &[T])],
-    memories: u64,
-    average_terms: f64,
-    k: usize,
-) -> Vec<(I, f64)> {
-    let corpus = Corpus {
-        memories,
-        average_terms,
-        containing: query
-            .iter()
-            .map(|q| {
-                matches
-                    .iter()
-                    .filter(|(_, terms)| terms.contains(q))
-                    .count() as u64
-            })
-            .collect(),
-    };
-    best_in_corpus(query, matches, &corpus, k)
-}
-
-/// `best_matches` for a caller that counted the corpus itself.
-pub fn best_in_corpus<T: PartialEq, I: Clone + Ord>(
-    query: &[T],
-    matches: &[(I, &[T])],
-    corpus: &Corpus,
-    k: usize,
-) -> Vec<(I, f64)> {
-    let scorer = Scorer::new(corpus);
-    let mut scored: Vec<(&I, f64)> = matches
-        .iter()
-        .map(|(id, terms)| (id, scorer.score(query, terms)))
-        .filter(|(_, score)| *score > 0.0)
-        .collect();
-    // Ties in id order, newest first, so every store answers alike. Only the best k need
-    // sorting: a common word can match most of a tenant.
-    let order = |a: &(&I, f64), b: &(&I, f64)| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(a.0));
+/// The `k` best of `scored` (id, score), best first. Ties go in id order, newest first, so
+/// every store answers alike. Only the best k are sorted: a common word can match most of
+/// a tenant.
+pub fn best_first<I: Ord>(mut scored: Vec<(I, f64)>, k: usize) -> Vec<(I, f64)> {
+    let order = |a: &(I, f64), b: &(I, f64)| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0));
     if scored.len() > k && k > 0 {
         scored.select_nth_unstable_by(k - 1, order);
     }
     scored.truncate(k);
     scored.sort_by(order);
     scored
-        .into_iter()
-        .map(|(id, score)| (id.clone(), score))
-        .collect()
-}
-
-/// The best matches in score order, joined with their memories (`found`, any order).
-pub fn in_score_order(best: Vec<(impl AsRef<str>, f64)>, found: Vec<Hit>) -> Vec<KeywordHit> {
-    let mut by_id: std::collections::HashMap<String, Hit> = found
-        .into_iter()
-        .map(|h| (h.memory.id.clone(), h))
-        .collect();
-    best.into_iter()
-        .filter_map(|(id, score)| {
-            Some(KeywordHit {
-                hit: by_id.remove(id.as_ref())?,
-                score,
-            })
-        })
-        .collect()
 }
 
 /// Keeps the `k` most similar hits.

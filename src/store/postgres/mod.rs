@@ -2,10 +2,13 @@
 //! (BEHAVIOR.md §8, DESIGN.md §5). The tenant and the request's visibility are in every
 //! statement; counters live in the row and move by one atomic UPDATE; the schema is
 //! created (and a v0.8 database migrated) at boot under an advisory lock, so replicas
-//! starting together do not race. Keyword recall reads a GIN-indexed `terms text[]`
-//! column holding the terms `keywords` makes: language-neutral, any script, and the same
-//! terms SQLite indexes.
+//! starting together do not race. Searches (the exact scan and keyword matching) run in
+//! this process on an index of the tenant's vectors and terms, kept coherent across
+//! replicas by a per-tenant version (`cached.rs`); the rows they find are then read by id.
+//! Terms are made by `keywords` and kept in the row's `terms text[]`: language-neutral, any
+//! script, and the same terms SQLite indexes.
 
+mod cached;
 mod legacy;
 
 use std::str::FromStr;
@@ -15,9 +18,12 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{
-    Counts, KEYWORD_MATCH_CAP, MemoryStore, Remembered, StoreError, best_matches, in_score_order,
-};
+use std::collections::HashMap;
+
+use cached::{Indexes, TenantIndex, Versioned};
+
+use super::index::{Entry, SearchIndex};
+use super::{Counts, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::keywords;
 use crate::memory::{
@@ -52,7 +58,8 @@ const SCHEMA: &[&str] = &[
        ON memories (tenant_id, memory_type, created_at DESC, id DESC)",
     // Tables created before keyword recall get the column here and their terms at boot.
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
-    "CREATE INDEX IF NOT EXISTS memories_terms_idx ON memories USING gin (terms)",
+    // Words are matched in this process's index now; the GIN index only slowed writes.
+    "DROP INDEX IF EXISTS memories_terms_idx",
 ];
 
 /// `$2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
@@ -71,6 +78,8 @@ pub struct PoolSettings {
 pub struct PostgresStore {
     pool: PgPool,
     location: String,
+    width: usize,
+    indexes: Indexes,
 }
 
 fn failed(e: sqlx::Error) -> StoreError {
@@ -81,6 +90,63 @@ fn failed(e: sqlx::Error) -> StoreError {
 fn vector_literal(v: &[f32]) -> String {
     let parts: Vec<String> = v.iter().map(f32::to_string).collect();
     format!("[{}]", parts.join(","))
+}
+
+/// A search's answer: ids with a similarity and, for keyword matches, a score.
+type Found = Vec<(String, f64, f64)>;
+
+/// Reads the rows of `found` that `visibility` may see, in `found`'s order.
+async fn found_rows<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    tenant: &Tenant,
+    visibility: &Visibility,
+    found: Found,
+) -> Result<Vec<KeywordHit>, StoreError> {
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = found.iter().map(|(id, _, _)| id.as_str()).collect();
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($3)"
+    ))
+    .bind(tenant.as_str())
+    .bind(conversation_of(visibility))
+    .bind(&ids)
+    .fetch_all(executor)
+    .await
+    .map_err(failed)?;
+    let mut by_id: HashMap<String, Memory> = rows
+        .iter()
+        .map(|row| memory_from_row(row).map(|m| (m.id.clone(), m)))
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    // A memory deleted since the search is simply not found.
+    Ok(found
+        .into_iter()
+        .filter_map(|(id, similarity, score)| {
+            Some(KeywordHit {
+                hit: Hit {
+                    memory: by_id.remove(&id)?,
+                    similarity,
+                },
+                score,
+            })
+        })
+        .collect())
+}
+
+/// The nearest memories as a search answer.
+fn nearest_found(
+    search: &SearchIndex,
+    embedding: &[f32],
+    visibility: &Visibility,
+    k: usize,
+) -> Found {
+    search
+        .nearest(embedding, visibility, k)
+        .into_iter()
+        .map(|(i, similarity)| (search.id(i).to_owned(), similarity, 0.0))
+        .collect()
 }
 
 impl PostgresStore {
@@ -111,7 +177,12 @@ impl PostgresStore {
             .map_err(|e| {
                 StoreError::Failed(format!("cannot connect to PostgreSQL at {location}: {e}"))
             })?;
-        let store = PostgresStore { pool, location };
+        let store = PostgresStore {
+            pool,
+            location,
+            width: dimension,
+            indexes: Indexes::default(),
+        };
         if let Err(e) = store.ensure_schema(dimension).await {
             store.pool.close().await;
             return Err(e);
@@ -155,6 +226,12 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         }
+        for statement in cached::SCHEMA {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
         index_terms(&mut tx).await.map_err(failed)?;
         let stored: Option<i32> =
             sqlx::query_scalar("SELECT vector_dims(embedding) FROM memories LIMIT 1")
@@ -170,6 +247,53 @@ impl PostgresStore {
             )));
         }
         tx.commit().await.map_err(failed)
+    }
+
+    /// `search` run on the tenant's index as of the committed version, rebuilt first if
+    /// this process holds an older one (or none).
+    async fn search<T>(
+        &self,
+        tenant: &Tenant,
+        search: impl Fn(&SearchIndex) -> T,
+    ) -> Result<T, StoreError> {
+        let entry = cached::entry(&self.indexes, tenant.as_str());
+        let committed = cached::version(&self.pool, tenant.as_str())
+            .await
+            .map_err(failed)?;
+        loop {
+            if let Some(found) = entry.read(committed, &search) {
+                return Ok(found);
+            }
+            // One rebuild at a time; whoever waited may find it done.
+            let _writes = entry.writes.lock().await;
+            if entry.read(committed, |_| ()).is_none() {
+                let mut conn = self.pool.acquire().await.map_err(failed)?;
+                self.rebuild(&entry, &mut conn, tenant, None).await?;
+            }
+        }
+    }
+
+    /// Builds the tenant's index from the database. `locked` is the version a writer holds
+    /// the lock of (its transaction is the executor); otherwise the version is read first.
+    async fn rebuild(
+        &self,
+        entry: &TenantIndex,
+        conn: &mut sqlx::PgConnection,
+        tenant: &Tenant,
+        locked: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let version = match locked {
+            Some(version) => version,
+            None => cached::version(&mut *conn, tenant.as_str())
+                .await
+                .map_err(failed)?,
+        };
+        let loaded = Versioned::load(conn, tenant.as_str(), self.width, version)
+            .await
+            .map_err(failed)?;
+        entry.install(loaded);
+        self.indexes.grown(tenant.as_str());
+        Ok(())
     }
 }
 
@@ -216,38 +340,6 @@ fn conversation_of(v: &Visibility) -> Option<&str> {
     v.conversation.as_ref().map(Conversation::as_str)
 }
 
-async fn nearest_in<'e>(
-    executor: impl sqlx::PgExecutor<'e>,
-    tenant: &Tenant,
-    visibility: &Visibility,
-    embedding: &str,
-    k: usize,
-) -> Result<Vec<Hit>, sqlx::Error> {
-    // Rank on the distance alone, then read the winners' columns: the scan over every
-    // visible row stays as lean as it can be.
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS}, nearest.distance FROM (\
-           SELECT id, embedding <=> $3::vector AS distance FROM memories \
-           WHERE tenant_id = $1 AND {VISIBLE} ORDER BY distance LIMIT $4\
-         ) nearest JOIN memories USING (id) WHERE memories.tenant_id = $1"
-    ))
-    .bind(tenant.as_str())
-    .bind(conversation_of(visibility))
-    .bind(embedding)
-    .bind(k as i64)
-    .fetch_all(executor)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let distance: Option<f64> = row.try_get("distance")?;
-            Ok(Hit {
-                memory: memory_from_row(row)?,
-                similarity: 1.0 - distance.filter(|d| d.is_finite()).unwrap_or(1.0),
-            })
-        })
-        .collect()
-}
-
 #[async_trait]
 impl MemoryStore for PostgresStore {
     async fn remember(
@@ -257,20 +349,30 @@ impl MemoryStore for PostgresStore {
         embedding: &[f32],
         dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
-        let vector = vector_literal(embedding);
+        let entry = cached::entry(&self.indexes, tenant.as_str());
+        let _writes = entry.writes.lock().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         // One writer per tenant at a time, across replicas, for check-then-insert.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('mcp-memory:' || $1, 0))")
-            .bind(tenant.as_str())
-            .execute(&mut *tx)
+        let from = cached::lock_version(&mut *tx, tenant.as_str())
             .await
             .map_err(failed)?;
-        let neighbours = nearest_in(&mut *tx, tenant, dedup_scope, &vector, dedup::NEIGHBOURS)
-            .await
-            .map_err(failed)?;
+        if entry.read(from, |_| ()).is_none() {
+            self.rebuild(&entry, &mut tx, tenant, Some(from)).await?;
+        }
+        let nearest = entry
+            .read(from, |s| {
+                nearest_found(s, embedding, dedup_scope, dedup::NEIGHBOURS)
+            })
+            .unwrap_or_default();
+        let neighbours: Vec<Hit> = found_rows(&mut *tx, tenant, dedup_scope, nearest)
+            .await?
+            .into_iter()
+            .map(|found| found.hit)
+            .collect();
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
             return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
         }
+        let terms = keywords::terms(&memory.content);
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
              scope, conversation, trust_base, embedding, terms) VALUES ($1, $2, $3, $4, $5, $6, \
@@ -285,13 +387,26 @@ impl MemoryStore for PostgresStore {
         .bind(memory.created_at as f64)
         .bind(memory.scope.as_str())
         .bind(memory.conversation.as_ref().map(Conversation::as_str))
-        .bind(&vector)
-        .bind(keywords::terms(&memory.content))
+        .bind(vector_literal(embedding))
+        .bind(&terms)
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
         tx.commit().await.map_err(failed)?;
-        Ok(Remembered::Stored(memory.into_memory()))
+        let memory = memory.into_memory();
+        // The trigger moved the tenant exactly one version on.
+        entry.apply(from, from + 1, |search| {
+            search.push(
+                Entry {
+                    id: &memory.id,
+                    scope: memory.scope,
+                    conversation: memory.conversation.as_ref().map(Conversation::as_str),
+                },
+                embedding,
+                &terms,
+            );
+        });
+        Ok(Remembered::Stored(memory))
     }
 
     async fn nearest(
@@ -301,15 +416,14 @@ impl MemoryStore for PostgresStore {
         embedding: &[f32],
         k: usize,
     ) -> Result<Vec<Hit>, StoreError> {
-        nearest_in(
-            &self.pool,
-            tenant,
-            visibility,
-            &vector_literal(embedding),
-            k,
-        )
-        .await
-        .map_err(failed)
+        let found = self
+            .search(tenant, |s| nearest_found(s, embedding, visibility, k))
+            .await?;
+        Ok(found_rows(&self.pool, tenant, visibility, found)
+            .await?
+            .into_iter()
+            .map(|found| found.hit)
+            .collect())
     }
 
     async fn keyword_hits(
@@ -323,70 +437,15 @@ impl MemoryStore for PostgresStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // Each match's terms as one string, split here: thousands of rows decode faster
-        // as one text each than as arrays of small ones.
-        let matches: Vec<(String, String)> = sqlx::query_as(&format!(
-            "SELECT id, array_to_string(terms, ' ') FROM memories \
-             WHERE tenant_id = $1 AND {VISIBLE} AND terms && $3 LIMIT {KEYWORD_MATCH_CAP}"
-        ))
-        .bind(tenant.as_str())
-        .bind(conversation_of(visibility))
-        .bind(terms)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
-        if matches.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (memories, average_terms): (i64, Option<f64>) = sqlx::query_as(&format!(
-            "SELECT count(*), avg(cardinality(terms))::float8 FROM memories \
-             WHERE tenant_id = $1 AND {VISIBLE}"
-        ))
-        .bind(tenant.as_str())
-        .bind(conversation_of(visibility))
-        .fetch_one(&self.pool)
-        .await
-        .map_err(failed)?;
-        let split: Vec<Vec<&str>> = matches
-            .iter()
-            .map(|(_, t)| t.split(' ').collect())
-            .collect();
-        let matches: Vec<(&str, &[&str])> = matches
-            .iter()
-            .zip(&split)
-            .map(|((id, _), t)| (id.as_str(), t.as_slice()))
-            .collect();
-        let query: Vec<&str> = terms.iter().map(String::as_str).collect();
-        let best = best_matches(
-            &query,
-            &matches,
-            memories.max(0) as u64,
-            average_terms.unwrap_or(0.0),
-            k,
-        );
-        let ids: Vec<&str> = best.iter().map(|(id, _)| *id).collect();
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS}, 1 - (embedding <=> $3::vector) AS similarity FROM memories \
-             WHERE tenant_id = $1 AND id = ANY($2)"
-        ))
-        .bind(tenant.as_str())
-        .bind(&ids)
-        .bind(vector_literal(embedding))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
-        let found = rows
-            .iter()
-            .map(|row| {
-                let similarity: Option<f64> = row.try_get("similarity")?;
-                Ok(Hit {
-                    memory: memory_from_row(row)?,
-                    similarity: similarity.filter(|s| s.is_finite()).unwrap_or(0.0),
-                })
+        let found = self
+            .search(tenant, |s| {
+                s.keyword_matches(terms, visibility, k)
+                    .into_iter()
+                    .map(|(i, score)| (s.id(i).to_owned(), s.similarity(i, embedding), score))
+                    .collect()
             })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(failed)?;
-        Ok(in_score_order(best, found))
+            .await?;
+        found_rows(&self.pool, tenant, visibility, found).await
     }
 
     async fn list(
@@ -419,16 +478,30 @@ impl MemoryStore for PostgresStore {
         visibility: &Visibility,
         id: &str,
     ) -> Result<bool, StoreError> {
+        let entry = cached::entry(&self.indexes, tenant.as_str());
+        let _writes = entry.writes.lock().await;
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let from = cached::lock_version(&mut *tx, tenant.as_str())
+            .await
+            .map_err(failed)?;
         let deleted = sqlx::query(&format!(
             "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
-        .map_err(failed)?;
-        Ok(deleted.rows_affected() > 0)
+        .map_err(failed)?
+        .rows_affected()
+            > 0;
+        tx.commit().await.map_err(failed)?;
+        if deleted {
+            entry.apply(from, from + 1, |search| {
+                search.remove(id);
+            });
+        }
+        Ok(deleted)
     }
 
     async fn count_by_type(

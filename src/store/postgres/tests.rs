@@ -357,3 +357,115 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
         2
     );
 }
+
+/// What `store` finds for acme by meaning (near axis 0) and by `word`, as contents.
+async fn found(store: &PostgresStore, word: &str) -> (Vec<String>, Vec<String>) {
+    let by_meaning = store
+        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 10)
+        .await
+        .unwrap();
+    let by_word = store
+        .keyword_hits(
+            &tenant("acme"),
+            &seen_from(None),
+            &crate::keywords::query_terms(word),
+            &direction(0, 0.0),
+            10,
+        )
+        .await
+        .unwrap();
+    let mut by_meaning: Vec<String> = by_meaning.into_iter().map(|h| h.memory.content).collect();
+    by_meaning.sort();
+    (
+        by_meaning,
+        by_word.into_iter().map(|k| k.hit.memory.content).collect(),
+    )
+}
+
+#[tokio::test]
+async fn searches_see_every_replicas_writes_and_an_operators_sql() {
+    let url = fresh_database().await;
+    let a = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let b = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let redis = note("the cache is redis", T0, Scope::Project, None);
+    let redis = store_one(&a, "acme", redis, &direction(0, 0.0)).await;
+    // Both replicas hold an index of acme now.
+    assert_eq!(found(&a, "redis").await.1, ["the cache is redis"]);
+    assert_eq!(found(&b, "redis").await.1, ["the cache is redis"]);
+
+    let deploys = note(
+        "redis deploys go out on fridays",
+        T0 + 1,
+        Scope::Project,
+        None,
+    );
+    store_one(&b, "acme", deploys, &direction(0, 0.1)).await;
+    let (by_meaning, by_word) = found(&a, "friday").await;
+    assert_eq!(
+        by_meaning,
+        ["redis deploys go out on fridays", "the cache is redis"]
+    );
+    assert_eq!(by_word, ["redis deploys go out on fridays"]);
+
+    assert!(
+        b.delete(&tenant("acme"), &seen_from(None), &redis.id)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        found(&a, "redis").await,
+        (
+            vec!["redis deploys go out on fridays".to_owned()],
+            vec!["redis deploys go out on fridays".to_owned()]
+        )
+    );
+
+    // Rows changed by hand, not through any replica, are seen as well.
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM memories WHERE tenant_id = 'acme'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&a, "redis").await, (vec![], vec![]));
+    store_one(
+        &a,
+        "acme",
+        note("postgres is 18", T0 + 2, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    sqlx::query("TRUNCATE memories")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&a, "postgres").await, (vec![], vec![]));
+}
+
+#[tokio::test]
+async fn a_replicas_own_writes_update_its_index_in_place() {
+    let store = fresh().await;
+    for i in 0..3 {
+        let m = note(&format!("fact number {i}"), T0 + i, Scope::Project, None);
+        store_one(&store, "acme", m, &direction(i as usize, 0.0)).await;
+    }
+    let gone = store_one(
+        &store,
+        "acme",
+        note("a passing fact", T0 + 3, Scope::Project, None),
+        &direction(3, 0.0),
+    )
+    .await;
+    assert!(
+        store
+            .delete(&tenant("acme"), &seen_from(None), &gone.id)
+            .await
+            .unwrap()
+    );
+    // Five writes, five versions; the index this process built at the first write shows the
+    // last one without being rebuilt from the rows.
+    let version = super::cached::version(&store.pool, "acme").await.unwrap();
+    assert_eq!(version, 5);
+    let held = store.indexes.held("acme").unwrap();
+    assert_eq!(held.read(version, |search| search.memories()), Some(3));
+    assert_eq!(found(&store, "fact").await.1.len(), 3);
+}

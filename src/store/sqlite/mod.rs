@@ -2,11 +2,11 @@
 //! search is an exact cosine scan over the tenant's visible memories, which is what a
 //! project's thousands of memories need (no approximate index can miss the neighbour dedup
 //! depends on). Searches (the scan and keyword matching) answer from an in-memory index of
-//! each tenant (`index.rs`), built from the file, with visibility applied there; listing and
+//! each tenant (`cached.rs`), built from the file, with visibility applied there; listing and
 //! counting stay in SQL, visibility in the statement. Each row keeps the terms `keywords`
 //! makes, so every script matches by its words. Content is write-once; only counters change.
 
-mod index;
+mod cached;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use index::{Indexes, TenantIndex};
+use cached::{Indexes, TenantIndex};
 
-use super::{Counts, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{Counts, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::keywords;
 use crate::memory::{
@@ -272,7 +272,7 @@ impl MemoryStore for SqliteStore {
         let visibility = visibility.clone();
         let embedding = embedding.to_vec();
         self.search(tenant, move |index| {
-            keep_nearest(index.nearest(&embedding, &visibility, k), k)
+            index.nearest(&embedding, &visibility, k)
         })
         .await
     }

@@ -1,0 +1,196 @@
+//! What recall reads, kept in this process per tenant: the shared search index
+//! (`store::index`) of every memory's vector, audience and terms, labelled with the
+//! tenant's version. Rows themselves are read by id for the few memories a search returns,
+//! so counters and content are always the database's.
+//!
+//! Coherence across replicas: a trigger bumps `memory_versions.version` for the tenant in
+//! the same transaction as any insert, delete or change of what the index holds, whoever
+//! makes it (another replica, an older release, an operator's `DELETE`). A search first
+//! reads the version; an index labelled older is rebuilt. This process's own writes update
+//! its index in place: they go one at a time per tenant (`writes`), each holding the
+//! version row's lock from before its check to its commit, so each knows the version it
+//! moved the tenant from and to.
+
+use std::sync::{Arc, RwLock};
+
+use sqlx::PgExecutor;
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::keywords;
+use crate::memory::Scope;
+use crate::store::index::cache::{Cache, Weigh};
+use crate::store::index::{Entry, SearchIndex};
+
+/// The version table and the triggers that keep it. Versions only grow.
+pub(super) const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS memory_versions (
+       tenant_id text PRIMARY KEY,
+       version   bigint NOT NULL
+     )",
+    "CREATE OR REPLACE FUNCTION memory_versions_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       IF TG_OP <> 'INSERT' THEN
+         INSERT INTO memory_versions VALUES (OLD.tenant_id, 1)
+           ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1;
+       END IF;
+       IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.tenant_id IS DISTINCT FROM OLD.tenant_id) THEN
+         INSERT INTO memory_versions VALUES (NEW.tenant_id, 1)
+           ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1;
+       END IF;
+       RETURN NULL;
+     END $$",
+    "CREATE OR REPLACE TRIGGER memories_versioned
+       AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, scope, conversation, embedding, terms
+       ON memories FOR EACH ROW EXECUTE FUNCTION memory_versions_bump()",
+    "CREATE OR REPLACE FUNCTION memory_versions_bump_all() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       UPDATE memory_versions SET version = version + 1;
+       RETURN NULL;
+     END $$",
+    "CREATE OR REPLACE TRIGGER memories_truncated
+       AFTER TRUNCATE ON memories FOR EACH STATEMENT EXECUTE FUNCTION memory_versions_bump_all()",
+];
+
+/// The tenant's version as committed; 0 before its first write.
+pub(super) async fn version<'e>(
+    executor: impl PgExecutor<'e>,
+    tenant: &str,
+) -> Result<i64, sqlx::Error> {
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM memory_versions WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_optional(executor)
+            .await?;
+    Ok(version.unwrap_or(0))
+}
+
+/// Locks the tenant's version row until the transaction ends, so no other writer changes
+/// the tenant meanwhile, and returns the version.
+pub(super) async fn lock_version<'e>(
+    executor: impl PgExecutor<'e>,
+    tenant: &str,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO memory_versions VALUES ($1, 0) ON CONFLICT (tenant_id) \
+         DO UPDATE SET version = memory_versions.version RETURNING version",
+    )
+    .bind(tenant)
+    .fetch_one(executor)
+    .await
+}
+
+/// A tenant's index and the version it shows.
+pub(super) struct Versioned {
+    pub version: i64,
+    pub search: SearchIndex,
+}
+
+impl Versioned {
+    /// Builds the tenant's index from its rows, labelled `version`: read before the rows,
+    /// so the label is never newer than what they hold.
+    pub async fn load<'e>(
+        executor: impl PgExecutor<'e>,
+        tenant: &str,
+        width: usize,
+        version: i64,
+    ) -> Result<Versioned, sqlx::Error> {
+        // Vectors travel as binary float4 arrays; terms are in the row, and a row an older
+        // release wrote without them is indexed from its content.
+        let rows = sqlx::query(
+            "SELECT id, scope, conversation, embedding::real[] AS vector, terms, \
+             CASE WHEN terms IS NULL THEN content END AS content \
+             FROM memories WHERE tenant_id = $1",
+        )
+        .bind(tenant)
+        .fetch_all(executor)
+        .await?;
+        let mut search = SearchIndex::new(width);
+        for row in &rows {
+            add(&mut search, row)?;
+        }
+        Ok(Versioned { version, search })
+    }
+}
+
+fn add(search: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
+    let terms = match row.try_get::<Option<Vec<String>>, _>("terms")? {
+        Some(terms) => terms,
+        None => keywords::terms(
+            &row.try_get::<Option<String>, _>("content")?
+                .unwrap_or_default(),
+        ),
+    };
+    let scope: String = row.try_get("scope")?;
+    let vector: Vec<f32> = row.try_get("vector")?;
+    search.push(
+        Entry {
+            id: row.try_get("id")?,
+            scope: Scope::parse(&scope).unwrap_or(Scope::Project),
+            conversation: row.try_get("conversation")?,
+        },
+        &vector,
+        &terms,
+    );
+    Ok(())
+}
+
+/// One tenant's index in this process.
+pub(super) struct TenantIndex {
+    /// Held by this process's writes to the tenant, and by a rebuild, one at a time.
+    pub writes: tokio::sync::Mutex<()>,
+    /// None until built, and after a write this process could not apply.
+    pub index: RwLock<Option<Versioned>>,
+}
+
+impl TenantIndex {
+    /// `search` run on the index, if it shows `version` or later.
+    pub fn read<T>(&self, version: i64, search: impl FnOnce(&SearchIndex) -> T) -> Option<T> {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        index
+            .as_ref()
+            .filter(|v| v.version >= version)
+            .map(|v| search(&v.search))
+    }
+
+    /// Applies this process's write, which moved the tenant from `from` to `to`, to an
+    /// index showing `from`; any other index is dropped, to be rebuilt.
+    pub fn apply(&self, from: i64, to: i64, change: impl FnOnce(&mut SearchIndex)) {
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        match index.as_mut() {
+            Some(v) if v.version == from => {
+                change(&mut v.search);
+                v.version = to;
+            }
+            _ => *index = None,
+        }
+    }
+
+    pub fn install(&self, versioned: Versioned) {
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = Some(versioned);
+    }
+}
+
+impl Weigh for TenantIndex {
+    fn bytes(&self) -> usize {
+        self.index
+            .try_read()
+            .ok()
+            .and_then(|i| i.as_ref().map(|v| v.search.bytes()))
+            .unwrap_or(0)
+    }
+}
+
+pub(super) type Indexes = Cache<TenantIndex>;
+
+/// The tenant's entry, empty if this process never built its index.
+pub(super) fn entry(indexes: &Indexes, tenant: &str) -> Arc<TenantIndex> {
+    indexes
+        .get(tenant, || {
+            Ok::<_, std::convert::Infallible>(TenantIndex {
+                writes: tokio::sync::Mutex::new(()),
+                index: RwLock::new(None),
+            })
+        })
+        .unwrap_or_else(|never| match never {})
+}
