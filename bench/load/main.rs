@@ -17,7 +17,8 @@
 //!
 //! `LOAD_QUICK=1` runs one second per run at concurrency 8 only (a smoke test of the bench);
 //! `LOAD_ONLY=1x10000w384,model` runs only the shapes named (tenants x memories w width), and
-//! `LOAD_CONCURRENCY=1,8` only those client counts.
+//! `LOAD_CONCURRENCY=1,8` only those client counts; `LOAD_SECONDS=20` measures each run for
+//! that long (for a profiler to attach).
 //! Results: bench/results/load.json, and a Markdown table on stdout.
 
 mod corpus;
@@ -100,6 +101,12 @@ async fn main() {
         }
     };
     let mut plan = plan;
+    if let Some(seconds) = std::env::var("LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        plan.duration = Duration::from_secs(seconds);
+    }
     if let Ok(list) = std::env::var("LOAD_CONCURRENCY") {
         plan.concurrency = list.split(',').filter_map(|c| c.parse().ok()).collect();
     }

@@ -9,7 +9,7 @@ pub mod cache;
 
 use std::collections::HashMap;
 
-use super::{best_first, cosine, scan};
+use super::{best_first, dot64, scan};
 use crate::keywords::{Corpus, Scorer};
 use crate::memory::{Scope, Visibility};
 
@@ -27,8 +27,15 @@ pub struct SearchIndex {
     conversations: HashMap<Box<str>, Audience>,
     /// Memories and terms per audience: BM25 counts over what the caller can see.
     totals: HashMap<Audience, (u64, u64)>,
+    /// Exact, for the similarity a caller sees.
     vectors: Vec<f32>,
+    /// The same in bfloat16, which a scan reads (`scan.rs`).
+    coarse: Vec<u16>,
     norms: Vec<f32>,
+    /// Each vector's sum of squares, as `cosine` adds it up.
+    squares: Vec<f64>,
+    /// How far a bf16 cosine may be from the exact one (`scan::error_radius`).
+    radii: Vec<f32>,
     /// Terms in each memory, repeats included (BM25's document length).
     lengths: Vec<u32>,
     words: HashMap<Box<str>, u32>,
@@ -55,7 +62,10 @@ impl SearchIndex {
             conversations: HashMap::new(),
             totals: HashMap::new(),
             vectors: Vec::new(),
+            coarse: Vec::new(),
             norms: Vec::new(),
+            squares: Vec::new(),
+            radii: Vec::new(),
             lengths: Vec::new(),
             words: HashMap::new(),
             postings: Vec::new(),
@@ -95,14 +105,20 @@ impl SearchIndex {
         self.audiences.push(audience);
         // A stored vector of another width cannot be compared: it takes its slot, padded or
         // cut, with norm 0, which scores 0 as `cosine` does.
-        self.norms.push(if vector.len() == self.width {
-            scan::norm(vector)
-        } else {
-            0.0
-        });
         let start = self.vectors.len();
         self.vectors.extend(vector.iter().take(self.width));
         self.vectors.resize(start + self.width, 0.0);
+        let stored = &self.vectors[start..];
+        self.coarse.extend(stored.iter().map(|x| scan::to_bf16(*x)));
+        let comparable = vector.len() == self.width;
+        self.norms
+            .push(if comparable { scan::norm(stored) } else { 0.0 });
+        self.squares.push(squares(stored));
+        self.radii.push(if comparable {
+            scan::error_radius(stored, &self.coarse[start..])
+        } else {
+            0.0
+        });
         self.lengths
             .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
         let mut counted: Vec<(u32, u32)> = Vec::new();
@@ -155,15 +171,20 @@ impl SearchIndex {
                 }
             }
             self.positions.insert(self.ids[last].clone(), gone);
-            self.vectors.copy_within(
+            let (from, to) = (
                 last * self.width..(last + 1) * self.width,
                 gone * self.width,
             );
+            self.vectors.copy_within(from.clone(), to);
+            self.coarse.copy_within(from, to);
         }
         self.vectors.truncate(last * self.width);
+        self.coarse.truncate(last * self.width);
         self.ids.swap_remove(gone);
         self.audiences.swap_remove(gone);
         self.norms.swap_remove(gone);
+        self.squares.swap_remove(gone);
+        self.radii.swap_remove(gone);
         self.lengths.swap_remove(gone);
         self.distinct.swap_remove(gone);
         Some(gone)
@@ -181,47 +202,71 @@ impl SearchIndex {
         }
     }
 
-    /// The exact cosine similarity of `query` to the memory at `position`.
+    /// The exact cosine similarity of `query` to the memory at `position`: `cosine`'s
+    /// answer to the last bit.
     pub fn similarity(&self, position: usize, query: &[f32]) -> f64 {
+        self.exact(position, query, squares(query))
+    }
+
+    /// `similarity`, with the query's sum of squares worked out once.
+    fn exact(&self, position: usize, query: &[f32], query_squares: f64) -> f64 {
         // Norm 0: a zero vector or one of another width, both 0 to `cosine` too.
-        if self.norms[position] > 0.0 {
-            cosine(
-                query,
-                &self.vectors[position * self.width..(position + 1) * self.width],
-            )
-        } else {
-            0.0
+        if self.norms[position] == 0.0 || query_squares == 0.0 || query.len() != self.width {
+            return 0.0;
         }
+        let vector = &self.vectors[position * self.width..(position + 1) * self.width];
+        dot64(query, vector) / (query_squares.sqrt() * self.squares[position].sqrt())
     }
 
     /// Up to `k` visible memories nearest to `query`, most similar first, with their exact
-    /// cosine similarity.
+    /// cosine similarity. The bf16 scan gives each memory an interval its exact similarity
+    /// lies in; only those whose interval reaches the k-th best lower end can be among the
+    /// k nearest, and only they are scored exactly.
     pub fn nearest(&self, query: &[f32], visibility: &Visibility, k: usize) -> Vec<(usize, f64)> {
         if query.len() != self.width || k == 0 {
             return Vec::new();
         }
         let seen = self.seen_by(visibility);
         let query_norm = scan::norm(query);
-        let mut scores = Vec::new();
-        scan::dot_all(&self.vectors, query, &mut scores);
-        let mut ranked: Vec<(usize, f32)> = scores
+        let mut dots = Vec::new();
+        scan::dot_all(&self.coarse, query, &mut dots);
+        let intervals: Vec<(u32, f32, f32)> = dots
             .iter()
             .enumerate()
             .filter(|(i, _)| seen(*i))
             .map(|(i, dot)| {
                 let norms = query_norm * self.norms[i];
-                (i, if norms > 0.0 { dot / norms } else { 0.0 })
+                let (cosine, radius) = (dot / norms, self.radii[i]);
+                if norms == 0.0 {
+                    (i as u32, 0.0, 0.0)
+                } else if cosine.is_finite() {
+                    (i as u32, cosine - radius, cosine + radius)
+                } else {
+                    // Out of f32's range: only the exact score can tell.
+                    (i as u32, f32::NEG_INFINITY, f32::INFINITY)
+                }
             })
             .collect();
-        if ranked.len() > k {
-            ranked.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
-        }
-        ranked.truncate(k);
-        let mut nearest: Vec<(usize, f64)> = ranked
+        let candidates: Vec<u32> = if intervals.len() > k {
+            let mut lower: Vec<f32> = intervals.iter().map(|(_, low, _)| *low).collect();
+            let (_, kth, _) = lower.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            let kth = *kth;
+            intervals
+                .iter()
+                .filter(|(_, _, high)| *high >= kth)
+                .map(|(i, _, _)| *i)
+                .collect()
+        } else {
+            intervals.iter().map(|(i, _, _)| *i).collect()
+        };
+        let query_squares = squares(query);
+        let mut nearest: Vec<(usize, f64)> = candidates
             .into_iter()
-            .map(|(i, _)| (i, self.similarity(i, query)))
+            .map(|i| (i as usize, self.exact(i as usize, query, query_squares)))
             .collect();
-        nearest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        // Equal similarities in position order, so the answer does not depend on the sort.
+        nearest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        nearest.truncate(k);
         nearest
     }
 
@@ -284,6 +329,14 @@ impl SearchIndex {
                 scores[i] += part;
             }
         }
+        // A common word matches most of a tenant: the k-th best score, found among bare
+        // numbers, leaves only the few memories that can rank for the id order to sort.
+        if matched.len() > k && k > 0 {
+            let mut best: Vec<f64> = matched.iter().map(|i| scores[*i]).collect();
+            let (_, kth, _) = best.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            let kth = *kth;
+            matched.retain(|i| scores[*i] >= kth);
+        }
         let scored: Vec<((&str, usize), f64)> = matched
             .into_iter()
             .map(|i| ((&*self.ids[i], i), scores[i]))
@@ -300,8 +353,13 @@ impl SearchIndex {
         let words: usize = self.words.keys().map(|w| 64 + w.len()).sum();
         let postings: usize = self.postings.iter().map(|p| 24 + 8 * p.len()).sum();
         let distinct: usize = self.distinct.iter().map(|d| 16 + 4 * d.len()).sum();
-        self.vectors.len() * 4 + self.memories() * 12 + ids + words + postings + distinct
+        self.vectors.len() * 6 + self.memories() * 24 + ids + words + postings + distinct
     }
+}
+
+/// The sum of squares of `v`, as `cosine` adds it up.
+fn squares(v: &[f32]) -> f64 {
+    dot64(v, v)
 }
 
 #[cfg(test)]
@@ -309,6 +367,7 @@ mod tests {
     use super::*;
     use crate::keywords::{self, bm25};
     use crate::memory::Conversation;
+    use crate::store::cosine;
 
     fn entry(id: &str) -> Entry<'_> {
         Entry {
@@ -383,6 +442,72 @@ mod tests {
         assert_eq!(found(&index), by_brute_force(&left, &query));
         assert_eq!(index.position("m4"), Some(1));
         assert_eq!(index.memories(), 4);
+    }
+
+    /// Deterministic pseudo-random numbers in [-1, 1).
+    fn noise(seed: u64) -> impl FnMut() -> f32 {
+        let mut state = seed;
+        move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    #[test]
+    fn nearest_is_the_exact_top_k_by_cosine() {
+        let width = 48;
+        let mut next = noise(7);
+        let mut index = SearchIndex::new(width);
+        let mut stored: Vec<(String, Vec<f32>, bool)> = Vec::new();
+        let base: Vec<f32> = (0..width).map(|_| next()).collect();
+        for i in 0..600 {
+            // Many memories close to one direction, at every scale, some within a rounding
+            // of each other: where a coarse score alone would pick wrongly.
+            let scale = [1e-3, 1.0, 7.0, 1e4][i % 4];
+            let spread = [0.5, 0.05, 1e-4, 0.0][i % 3];
+            let v: Vec<f32> = base.iter().map(|b| (b + spread * next()) * scale).collect();
+            let private = i % 5 == 0;
+            let id = format!("m{i:04}");
+            let entry = Entry {
+                id: &id,
+                scope: if private {
+                    Scope::Conversation
+                } else {
+                    Scope::Project
+                },
+                conversation: private.then_some("conv-a"),
+            };
+            index.push(entry, &v, &[]);
+            stored.push((id, v, private));
+        }
+        for (round, k) in [1, 5, 30, 100, 700].into_iter().enumerate() {
+            let query: Vec<f32> = base.iter().map(|b| b + 0.01 * next()).collect();
+            let mine = Visibility {
+                conversation: (round % 2 == 0)
+                    .then(|| Conversation::new_unchecked("conv-a".into())),
+            };
+            let mut expected: Vec<(&str, f64)> = stored
+                .iter()
+                .filter(|(_, _, private)| !private || mine.conversation.is_some())
+                .map(|(id, v, _)| (id.as_str(), cosine(&query, v)))
+                .collect();
+            expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            let got: Vec<(&str, f64)> = index
+                .nearest(&query, &mine, k)
+                .into_iter()
+                .map(|(i, s)| (index.id(i), s))
+                .collect();
+            assert_eq!(got.len(), k.min(expected.len()));
+            // The same similarities, exactly; ids may differ only between equal ones.
+            for (g, e) in got.iter().zip(&expected) {
+                assert_eq!(g.1, e.1, "k = {k}");
+            }
+            for (id, s) in &got {
+                assert_eq!(*s, expected.iter().find(|(e, _)| e == id).unwrap().1);
+            }
+        }
     }
 
     #[test]
