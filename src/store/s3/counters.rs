@@ -26,8 +26,8 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// How long durable counts are served from memory.
 const CACHE_MS: i64 = 60_000;
-/// Shards younger than this are counted but not folded: a pod whose write is this late,
-/// or whose clock is this far behind, still lands above the watermark.
+/// Shards younger than this are counted but not folded: a pod whose write is less late
+/// than this, or whose clock is less far behind, still lands above the watermark.
 const LAG_MS: i64 = 60_000;
 /// Shards fetched at once while reading.
 const READ_CONCURRENCY: usize = 16;
