@@ -349,13 +349,25 @@ impl Bench {
         // The first boot indexes a seeded SQLite file's words; the one measured is the next.
         Server::start(&env, &self.client).await.stop();
         let server = Server::start(&env, &self.client).await;
+        // The first recall of a tenant builds its in-memory index from the store.
+        let cold = std::time::Instant::now();
+        drive::call(
+            &self.client,
+            &server.url,
+            &tenants[0],
+            "recall",
+            json!({"query": corpus::Corpus::new().question(&mut corpus::Rng::new(3))}),
+        )
+        .await
+        .expect("the first recall answers");
+        let first_recall_ms = cold.elapsed().as_secs_f64() * 1000.0;
         let embedder = if model.is_some() {
             "local model"
         } else {
             "stub"
         };
         println!(
-            "\n## {} · {} · width {} · {embedder}\n\nseeded in {:.1} s; startup to healthy {:.0} ms; idle RSS {:.1} MiB\n",
+            "\n## {} · {} · width {} · {embedder}\n\nseeded in {:.1} s; startup to healthy {:.0} ms; first recall (builds the index) {first_recall_ms:.0} ms; idle RSS {:.1} MiB\n",
             backend.name(),
             shape.label(),
             shape.width,
@@ -406,7 +418,7 @@ impl Bench {
                 let cpu = server.cpu_seconds() - cpu_before;
                 let peak = *peak.lock().unwrap();
                 verify(&self.client, &server.url, &outcome, &mut counts).await;
-                let row = self.row(
+                let mut row = self.row(
                     backend,
                     shape,
                     embedder,
@@ -418,6 +430,7 @@ impl Bench {
                     peak,
                     scan_ms,
                 );
+                row["first_recall_ms"] = json!(first_recall_ms);
                 self.results.push(row);
             }
         }

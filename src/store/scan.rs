@@ -1,25 +1,21 @@
-//! The exact scan's inner loop, over vectors kept a second time in bfloat16 (the top half
-//! of each f32, rounded): a scan reads little but the vectors, so half the bytes is about
-//! twice the speed. A bf16 score only *selects*: `error_radius` bounds how far it can be
+//! The exact scan's inner loop, over vectors kept a second time in half precision (IEEE
+//! binary16): a scan reads little but the vectors, so half the bytes is about twice the
+//! speed. A half-precision score only *selects*: `error_radius` bounds how far it can be
 //! from the exact one, and a search rescores exactly (`store::cosine`) every memory whose
-//! bound reaches the k-th best, so its answer is the exact top k.
+//! bound reaches the k-th best, so its answer is the exact top k. Half precision keeps 11
+//! significant bits (bfloat16 keeps 8), so few memories fall within the bound.
 //!
-//! On x86-64 CPUs with AVX2 and FMA (checked once per scan, at run time, so one binary
-//! serves every CPU) the loop is written with their intrinsics: four independent
+//! On x86-64 CPUs with AVX2, FMA and F16C (checked once per scan, at run time, so one
+//! binary serves every CPU) the loop is written with their intrinsics: four independent
 //! accumulators, and one horizontal sum per vector.
 
-/// The bfloat16 nearest to `x` (ties to even), as its bits.
-pub fn to_bf16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    if x.is_nan() {
-        return ((bits >> 16) as u16) | 0x40;
-    }
-    let round = 0x7FFF + ((bits >> 16) & 1);
-    (bits.wrapping_add(round) >> 16) as u16
+/// The half-precision value nearest to `x` (ties to even), as its bits.
+pub fn to_half(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
 }
 
-pub fn from_bf16(half: u16) -> f32 {
-    f32::from_bits(u32::from(half) << 16)
+pub fn from_half(bits: u16) -> f32 {
+    half::f16::from_bits(bits).to_f32()
 }
 
 /// The Euclidean length of `v`.
@@ -30,14 +26,14 @@ pub fn norm(v: &[f32]) -> f32 {
         .sqrt() as f32
 }
 
-/// How far, relative to its norm, the bf16 dot product of any query with `v` (stored as
+/// How far, relative to its norm, the half-precision dot product of any query with `v` (stored as
 /// `coarse`) can be from the exact one, divided by the query's norm: the rounding of `v`
 /// (Cauchy–Schwarz) plus a generous allowance for f32 summation.
 pub fn error_radius(v: &[f32], coarse: &[u16]) -> f32 {
     let rounding: f64 = v
         .iter()
         .zip(coarse)
-        .map(|(x, h)| (f64::from(*x) - f64::from(from_bf16(*h))).powi(2))
+        .map(|(x, h)| (f64::from(*x) - f64::from(from_half(*h))).powi(2))
         .sum::<f64>()
         .sqrt();
     let length = f64::from(norm(v));
@@ -47,7 +43,7 @@ pub fn error_radius(v: &[f32], coarse: &[u16]) -> f32 {
     ((rounding + 1e-4 * length) / length * 1.001 + 1e-6) as f32
 }
 
-/// `scores[i]` = the dot product of `query` with the `i`-th bf16 vector of `rows`
+/// `scores[i]` = the dot product of `query` with the `i`-th half-precision vector of `rows`
 /// (`query.len()` values each).
 pub fn dot_all(rows: &[u16], query: &[f32], scores: &mut Vec<f32>) {
     scores.clear();
@@ -56,7 +52,10 @@ pub fn dot_all(rows: &[u16], query: &[f32], scores: &mut Vec<f32>) {
     }
     scores.reserve(rows.len() / query.len());
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+    if std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c")
+    {
         // SAFETY: the CPU has the features `avx2::dot_all` is compiled for.
         unsafe { avx2::dot_all(rows, query, scores) };
         return;
@@ -72,11 +71,11 @@ fn dot_all_portable(rows: &[u16], query: &[f32], scores: &mut Vec<f32>) {
             .remainder()
             .iter()
             .zip(q8.remainder())
-            .map(|(h, q)| from_bf16(*h) * q)
+            .map(|(h, q)| from_half(*h) * q)
             .sum();
         for (r, q) in r8.zip(q8) {
             for i in 0..8 {
-                lanes[i] += from_bf16(r[i]) * q[i];
+                lanes[i] += from_half(r[i]) * q[i];
             }
         }
         scores.push(lanes.iter().sum::<f32>() + tail);
@@ -87,16 +86,16 @@ fn dot_all_portable(rows: &[u16], query: &[f32], scores: &mut Vec<f32>) {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::from_bf16;
+    use super::from_half;
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub fn dot_all(rows: &[u16], query: &[f32], scores: &mut Vec<f32>) {
         for row in rows.chunks_exact(query.len()) {
             scores.push(dot(row, query));
         }
     }
 
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     fn dot(row: &[u16], query: &[f32]) -> f32 {
         let body = query.len() / 32 * 32;
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -106,7 +105,7 @@ mod avx2 {
                 // SAFETY: `at + 8 <= body <= row.len() == query.len()`; unaligned loads.
                 unsafe {
                     let half = _mm_loadu_si128(row.as_ptr().add(at).cast::<__m128i>());
-                    let x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+                    let x = _mm256_cvtph_ps(half);
                     let q = _mm256_loadu_ps(query.as_ptr().add(at));
                     *lane = _mm256_fmadd_ps(x, q, *lane);
                 }
@@ -115,7 +114,7 @@ mod avx2 {
         let tail: f32 = row[body..]
             .iter()
             .zip(&query[body..])
-            .map(|(h, q)| from_bf16(*h) * q)
+            .map(|(h, q)| from_half(*h) * q)
             .sum();
         let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
         let four = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
@@ -135,7 +134,7 @@ mod tests {
             let rows: Vec<f32> = (0..3 * width)
                 .map(|i| (i as f32 * 0.11).cos() * 1e3)
                 .collect();
-            let coarse: Vec<u16> = rows.iter().map(|x| to_bf16(*x)).collect();
+            let coarse: Vec<u16> = rows.iter().map(|x| to_half(*x)).collect();
             let mut scores = Vec::new();
             dot_all(&coarse, &query, &mut scores);
             let mut portable = Vec::new();
@@ -161,13 +160,14 @@ mod tests {
     }
 
     #[test]
-    fn bfloat16_rounds_to_nearest_even() {
-        assert_eq!(from_bf16(to_bf16(1.0)), 1.0);
-        assert_eq!(from_bf16(to_bf16(-2.5)), -2.5);
-        // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even one, 1.
-        assert_eq!(from_bf16(to_bf16(1.0 + 1.0 / 256.0)), 1.0);
-        assert_eq!(from_bf16(to_bf16(1.0 + 3.0 / 256.0)), 1.0 + 4.0 / 256.0);
-        assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
-        assert_eq!(from_bf16(to_bf16(f32::MAX)), f32::INFINITY);
+    fn half_precision_rounds_to_nearest_even() {
+        assert_eq!(from_half(to_half(1.0)), 1.0);
+        assert_eq!(from_half(to_half(-2.5)), -2.5);
+        // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties go to the even one, 1.
+        assert_eq!(from_half(to_half(1.0 + 1.0 / 2048.0)), 1.0);
+        assert_eq!(from_half(to_half(1.0 + 3.0 / 2048.0)), 1.0 + 4.0 / 2048.0);
+        assert!(from_half(to_half(f32::NAN)).is_nan());
+        // Beyond its range a vector scores infinite, which only the exact score decides.
+        assert_eq!(from_half(to_half(1e5)), f32::INFINITY);
     }
 }

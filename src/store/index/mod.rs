@@ -29,12 +29,12 @@ pub struct SearchIndex {
     totals: HashMap<Audience, (u64, u64)>,
     /// Exact, for the similarity a caller sees.
     vectors: Vec<f32>,
-    /// The same in bfloat16, which a scan reads (`scan.rs`).
+    /// The same in half precision, which a scan reads (`scan.rs`).
     coarse: Vec<u16>,
     norms: Vec<f32>,
     /// Each vector's sum of squares, as `cosine` adds it up.
     squares: Vec<f64>,
-    /// How far a bf16 cosine may be from the exact one (`scan::error_radius`).
+    /// How far a half-precision cosine may be from the exact one (`scan::error_radius`).
     radii: Vec<f32>,
     /// Terms in each memory, repeats included (BM25's document length).
     lengths: Vec<u32>,
@@ -109,7 +109,7 @@ impl SearchIndex {
         self.vectors.extend(vector.iter().take(self.width));
         self.vectors.resize(start + self.width, 0.0);
         let stored = &self.vectors[start..];
-        self.coarse.extend(stored.iter().map(|x| scan::to_bf16(*x)));
+        self.coarse.extend(stored.iter().map(|x| scan::to_half(*x)));
         let comparable = vector.len() == self.width;
         self.norms
             .push(if comparable { scan::norm(stored) } else { 0.0 });
@@ -219,7 +219,7 @@ impl SearchIndex {
     }
 
     /// Up to `k` visible memories nearest to `query`, most similar first, with their exact
-    /// cosine similarity. The bf16 scan gives each memory an interval its exact similarity
+    /// cosine similarity. The half-precision scan gives each memory an interval its exact similarity
     /// lies in; only those whose interval reaches the k-th best lower end can be among the
     /// k nearest, and only they are scored exactly.
     pub fn nearest(&self, query: &[f32], visibility: &Visibility, k: usize) -> Vec<(usize, f64)> {

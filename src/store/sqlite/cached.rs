@@ -4,6 +4,7 @@
 //! updates it on every write it makes, and every index is dropped whenever another process
 //! has written to the file (SQLite's `data_version`).
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use rusqlite::{Connection, params};
@@ -16,8 +17,28 @@ use crate::store::index::{Entry, SearchIndex};
 
 pub(super) struct TenantIndex {
     search: SearchIndex,
-    /// At the same positions as in `search`.
+    /// At the same positions as in `search`; their counters are in `uses`.
     memories: Vec<Memory>,
+    uses: Vec<Uses>,
+}
+
+/// A memory's counters, updated under the index's read lock: counting a recall's uses
+/// must not wait for every search in flight to finish.
+struct Uses {
+    count: AtomicU64,
+    /// `NEVER` until the first use.
+    last: AtomicI64,
+}
+
+const NEVER: i64 = i64::MIN;
+
+impl Uses {
+    fn of(memory: &Memory) -> Uses {
+        Uses {
+            count: AtomicU64::new(memory.access_count),
+            last: AtomicI64::new(memory.last_accessed_at.unwrap_or(NEVER)),
+        }
+    }
 }
 
 impl TenantIndex {
@@ -25,6 +46,7 @@ impl TenantIndex {
         let mut index = TenantIndex {
             search: SearchIndex::new(width),
             memories: Vec::new(),
+            uses: Vec::new(),
         };
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS}, embedding, terms FROM memories WHERE tenant_id = ?1"
@@ -44,6 +66,7 @@ impl TenantIndex {
             index.push(memory, &from_blob(row.get_ref(11)?.as_blob()?), &terms);
         }
         index.memories.shrink_to_fit();
+        index.uses.shrink_to_fit();
         Ok(index)
     }
 
@@ -55,35 +78,40 @@ impl TenantIndex {
         };
         if let Some(replaced) = self.search.position(entry.id) {
             self.memories.swap_remove(replaced);
+            self.uses.swap_remove(replaced);
         }
         self.search.push(entry, vector, terms);
+        self.uses.push(Uses::of(&memory));
         self.memories.push(memory);
     }
 
     pub fn remove(&mut self, id: &str) {
         if let Some(gone) = self.search.remove(id) {
             self.memories.swap_remove(gone);
+            self.uses.swap_remove(gone);
         }
     }
 
     /// The update `record_access` made to the file, made here too.
-    pub fn record_access(&mut self, visibility: &Visibility, ids: &[String], at: i64) {
+    pub fn record_access(&self, visibility: &Visibility, ids: &[String], at: i64) {
         for id in ids {
-            let Some(memory) = self.search.position(id).map(|i| &mut self.memories[i]) else {
+            let Some(i) = self.search.position(id) else {
                 continue;
             };
-            if visibility.can_see(memory) {
-                memory.access_count += 1;
-                memory.last_accessed_at = Some(memory.last_accessed_at.map_or(at, |l| l.max(at)));
+            if visibility.can_see(&self.memories[i]) {
+                self.uses[i].count.fetch_add(1, Ordering::Relaxed);
+                self.uses[i].last.fetch_max(at, Ordering::Relaxed);
             }
         }
     }
 
     fn hit(&self, (position, similarity): (usize, f64)) -> Hit {
-        Hit {
-            memory: self.memories[position].clone(),
-            similarity,
-        }
+        let mut memory = self.memories[position].clone();
+        let uses = &self.uses[position];
+        memory.access_count = uses.count.load(Ordering::Relaxed);
+        memory.last_accessed_at =
+            Some(uses.last.load(Ordering::Relaxed)).filter(|last| *last != NEVER);
+        Hit { memory, similarity }
     }
 
     /// Up to `k` visible memories nearest to `query`, most similar first.
