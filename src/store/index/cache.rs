@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The memory the indexes may hold together: about 250,000 memories at width 384. A tenant
+/// The memory the indexes may hold together: about 180,000 memories at width 384. A tenant
 /// larger than this is still indexed, alone.
 pub const BUDGET_BYTES: usize = 512 << 20;
 
@@ -20,8 +20,18 @@ pub struct Cache<T> {
 }
 
 struct State<T> {
-    tenants: HashMap<String, (Arc<T>, u64)>,
+    tenants: HashMap<String, Held<T>>,
+    /// The sum of the held entries' sizes, as last measured.
+    total: usize,
     uses: u64,
+}
+
+struct Held<T> {
+    entry: Arc<T>,
+    used: u64,
+    /// Measured when the entry was made or grew: weighing walks the whole index, so it is
+    /// not redone for every tenant each time one is added. Writes in between are small.
+    bytes: usize,
 }
 
 impl<T> Default for Cache<T> {
@@ -29,6 +39,7 @@ impl<T> Default for Cache<T> {
         Cache {
             state: Mutex::new(State {
                 tenants: HashMap::new(),
+                total: 0,
                 uses: 0,
             }),
         }
@@ -46,49 +57,67 @@ impl<T: Weigh> Cache<T> {
         let mut state = self.state();
         state.uses += 1;
         let now = state.uses;
-        if let Some((entry, used)) = state.tenants.get_mut(tenant) {
-            *used = now;
-            return Ok(Arc::clone(entry));
+        if let Some(held) = state.tenants.get_mut(tenant) {
+            held.used = now;
+            return Ok(Arc::clone(&held.entry));
         }
         let entry = Arc::new(make()?);
-        state
-            .tenants
-            .insert(tenant.to_owned(), (Arc::clone(&entry), now));
+        let bytes = entry.bytes();
+        state.total += bytes;
+        state.tenants.insert(
+            tenant.to_owned(),
+            Held {
+                entry: Arc::clone(&entry),
+                used: now,
+                bytes,
+            },
+        );
         evict(&mut state, tenant);
         Ok(entry)
     }
 
     /// The tenant's entry if this process holds one, for a write to update.
     pub fn held(&self, tenant: &str) -> Option<Arc<T>> {
-        self.state().tenants.get(tenant).map(|(e, _)| Arc::clone(e))
+        self.state()
+            .tenants
+            .get(tenant)
+            .map(|held| Arc::clone(&held.entry))
     }
 
     /// Drops every entry (another process changed what they were built from).
     pub fn clear(&self) {
-        self.state().tenants.clear();
+        let mut state = self.state();
+        state.tenants.clear();
+        state.total = 0;
     }
 
-    /// Keeps the budget after `tenant`'s entry grew (it was built or reloaded).
+    /// Weighs `tenant`'s entry again after it was built or rebuilt, and keeps the budget.
     pub fn grown(&self, tenant: &str) {
-        evict(&mut self.state(), tenant);
+        let mut state = self.state();
+        let Some(held) = state.tenants.get_mut(tenant) else {
+            return;
+        };
+        let (before, after) = (held.bytes, held.entry.bytes());
+        held.bytes = after;
+        state.total = state.total - before + after;
+        evict(&mut state, tenant);
     }
 }
 
 /// Drops the least recently used entries, never `keep`, until the rest fit the budget.
-fn evict<T: Weigh>(state: &mut State<T>, keep: &str) {
-    let mut total: usize = state.tenants.values().map(|(e, _)| e.bytes()).sum();
-    while total > BUDGET_BYTES {
+fn evict<T>(state: &mut State<T>, keep: &str) {
+    while state.total > BUDGET_BYTES {
         let Some(oldest) = state
             .tenants
             .iter()
             .filter(|(t, _)| t.as_str() != keep)
-            .min_by_key(|(_, (_, used))| *used)
+            .min_by_key(|(_, held)| held.used)
             .map(|(t, _)| t.clone())
         else {
             return;
         };
-        if let Some((entry, _)) = state.tenants.remove(&oldest) {
-            total -= entry.bytes();
+        if let Some(held) = state.tenants.remove(&oldest) {
+            state.total -= held.bytes;
         }
     }
 }
@@ -96,12 +125,16 @@ fn evict<T: Weigh>(state: &mut State<T>, keep: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    struct Sized(usize);
+    struct Sized(AtomicUsize);
     impl Weigh for Sized {
         fn bytes(&self) -> usize {
-            self.0
+            self.0.load(Ordering::Relaxed)
         }
+    }
+    fn sized(bytes: usize) -> Result<Sized, ()> {
+        Ok(Sized(AtomicUsize::new(bytes)))
     }
 
     #[test]
@@ -109,16 +142,20 @@ mod tests {
         let cache: Cache<Sized> = Cache::default();
         let third = BUDGET_BYTES / 3;
         for tenant in ["a", "b", "c"] {
-            cache.get(tenant, || Ok::<_, ()>(Sized(third))).unwrap();
+            cache.get(tenant, || sized(third)).unwrap();
         }
-        cache.get("a", || Ok::<_, ()>(Sized(0))).unwrap();
-        cache.get("d", || Ok::<_, ()>(Sized(third))).unwrap();
+        cache.get("a", || sized(0)).unwrap();
+        cache.get("d", || sized(third)).unwrap();
         assert!(cache.held("b").is_none(), "b was the least recently used");
         assert!(cache.held("a").is_some() && cache.held("c").is_some());
+        // An entry built after it was made (PostgreSQL's) counts once weighed again.
+        let e = cache.get("e", || sized(0)).unwrap();
+        assert!(cache.held("c").is_some());
+        e.0.store(third, Ordering::Relaxed);
+        cache.grown("e");
+        assert!(cache.held("c").is_none(), "c went when e grew");
         // One tenant larger than the budget is still held, alone.
-        cache
-            .get("huge", || Ok::<_, ()>(Sized(2 * BUDGET_BYTES)))
-            .unwrap();
+        cache.get("huge", || sized(2 * BUDGET_BYTES)).unwrap();
         assert!(cache.held("huge").is_some() && cache.held("a").is_none());
         cache.clear();
         assert!(cache.held("huge").is_none());

@@ -13,6 +13,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use futures_util::TryStreamExt;
 use sqlx::PgExecutor;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -95,19 +96,20 @@ impl Versioned {
         width: usize,
         version: i64,
     ) -> Result<Versioned, sqlx::Error> {
-        // Vectors travel as binary float4 arrays; terms are in the row, and a row an older
-        // release wrote without them is indexed from its content.
-        let rows = sqlx::query(
-            "SELECT id, scope, conversation, embedding::real[] AS vector, terms, \
+        // Rows are indexed as they stream in, never all held at once. Vectors travel in
+        // pgvector's binary form (`vector_send`: 4 header bytes, then big-endian float4s);
+        // terms are in the row, and a row an older release wrote without them is indexed
+        // from its content.
+        let mut rows = sqlx::query(
+            "SELECT id, scope, conversation, vector_send(embedding) AS vector, terms, \
              CASE WHEN terms IS NULL THEN content END AS content \
              FROM memories WHERE tenant_id = $1",
         )
         .bind(tenant)
-        .fetch_all(executor)
-        .await?;
+        .fetch(executor);
         let mut search = SearchIndex::new(width);
-        for row in &rows {
-            add(&mut search, row)?;
+        while let Some(row) = rows.try_next().await? {
+            add(&mut search, &row)?;
         }
         Ok(Versioned { version, search })
     }
@@ -122,7 +124,13 @@ fn add(search: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
         ),
     };
     let scope: String = row.try_get("scope")?;
-    let vector: Vec<f32> = row.try_get("vector")?;
+    let sent: &[u8] = row.try_get("vector")?;
+    let vector: Vec<f32> = sent
+        .get(4..)
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|b| f32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
     search.push(
         Entry {
             id: row.try_get("id")?,
