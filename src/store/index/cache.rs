@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The memory the indexes may hold together: about 180,000 memories at width 384. A tenant
+/// The memory the indexes may hold together: about 150,000 memories at width 384. A tenant
 /// larger than this is still indexed, alone.
 pub const BUDGET_BYTES: usize = 512 << 20;
 

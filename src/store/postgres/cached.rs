@@ -146,7 +146,7 @@ fn add(search: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
 /// One tenant's index in this process.
 pub(super) struct TenantIndex {
     /// Held by this process's writes to the tenant, and by a rebuild, one at a time.
-    pub writes: tokio::sync::Mutex<()>,
+    pub writes: Arc<tokio::sync::Mutex<()>>,
     /// None until built, and after a write this process could not apply.
     pub index: RwLock<Option<Versioned>>,
 }
@@ -196,7 +196,7 @@ pub(super) fn entry(indexes: &Indexes, tenant: &str) -> Arc<TenantIndex> {
     indexes
         .get(tenant, || {
             Ok::<_, std::convert::Infallible>(TenantIndex {
-                writes: tokio::sync::Mutex::new(()),
+                writes: Arc::new(tokio::sync::Mutex::new(())),
                 index: RwLock::new(None),
             })
         })

@@ -19,6 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use cached::{Indexes, TenantIndex, Versioned};
 
@@ -90,6 +91,15 @@ fn failed(e: sqlx::Error) -> StoreError {
 fn vector_literal(v: &[f32]) -> String {
     let parts: Vec<String> = v.iter().map(f32::to_string).collect();
     format!("[{}]", parts.join(","))
+}
+
+/// A write under way (`begin_write`); this process's next write to the tenant waits until
+/// it is dropped.
+struct Write {
+    entry: Arc<TenantIndex>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    from: i64,
 }
 
 /// A search's answer: ids with a similarity and, for keyword matches, a score.
@@ -249,6 +259,24 @@ impl PostgresStore {
         tx.commit().await.map_err(failed)
     }
 
+    /// Starts a write to `tenant`: this process's other writes to it wait for this one, and
+    /// the transaction holds the tenant's version row (one writer per tenant across
+    /// replicas, for check-then-insert), so the write knows the version it moves on from.
+    async fn begin_write(&self, tenant: &Tenant) -> Result<Write, StoreError> {
+        let entry = cached::entry(&self.indexes, tenant.as_str());
+        let turn = Arc::clone(&entry.writes).lock_owned().await;
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let from = cached::lock_version(&mut *tx, tenant.as_str())
+            .await
+            .map_err(failed)?;
+        Ok(Write {
+            entry,
+            _turn: turn,
+            tx,
+            from,
+        })
+    }
+
     /// `search` run on the tenant's index as of the committed version, rebuilt first if
     /// this process holds an older one (or none).
     async fn search<T>(
@@ -349,22 +377,18 @@ impl MemoryStore for PostgresStore {
         embedding: &[f32],
         dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
-        let entry = cached::entry(&self.indexes, tenant.as_str());
-        let _writes = entry.writes.lock().await;
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        // One writer per tenant at a time, across replicas, for check-then-insert.
-        let from = cached::lock_version(&mut *tx, tenant.as_str())
-            .await
-            .map_err(failed)?;
+        let mut write = self.begin_write(tenant).await?;
+        let (entry, from) = (Arc::clone(&write.entry), write.from);
         if entry.read(from, |_| ()).is_none() {
-            self.rebuild(&entry, &mut tx, tenant, Some(from)).await?;
+            self.rebuild(&entry, &mut write.tx, tenant, Some(from))
+                .await?;
         }
         let nearest = entry
             .read(from, |s| {
                 nearest_found(s, embedding, dedup_scope, dedup::NEIGHBOURS)
             })
             .unwrap_or_default();
-        let neighbours: Vec<Hit> = found_rows(&mut *tx, tenant, dedup_scope, nearest)
+        let neighbours: Vec<Hit> = found_rows(&mut *write.tx, tenant, dedup_scope, nearest)
             .await?
             .into_iter()
             .map(|found| found.hit)
@@ -389,10 +413,10 @@ impl MemoryStore for PostgresStore {
         .bind(memory.conversation.as_ref().map(Conversation::as_str))
         .bind(vector_literal(embedding))
         .bind(&terms)
-        .execute(&mut *tx)
+        .execute(&mut *write.tx)
         .await
         .map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        write.tx.commit().await.map_err(failed)?;
         let memory = memory.into_memory();
         // The trigger moved the tenant exactly one version on.
         entry.apply(from, from + 1, |search| {
@@ -478,24 +502,20 @@ impl MemoryStore for PostgresStore {
         visibility: &Visibility,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let entry = cached::entry(&self.indexes, tenant.as_str());
-        let _writes = entry.writes.lock().await;
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        let from = cached::lock_version(&mut *tx, tenant.as_str())
-            .await
-            .map_err(failed)?;
+        let mut write = self.begin_write(tenant).await?;
+        let (entry, from) = (Arc::clone(&write.entry), write.from);
         let deleted = sqlx::query(&format!(
             "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut *write.tx)
         .await
         .map_err(failed)?
         .rows_affected()
             > 0;
-        tx.commit().await.map_err(failed)?;
+        write.tx.commit().await.map_err(failed)?;
         if deleted {
             entry.apply(from, from + 1, |search| {
                 search.remove(id);
