@@ -230,25 +230,28 @@ impl SearchIndex {
         let query_norm = scan::norm(query);
         let mut dots = Vec::new();
         scan::dot_all(&self.coarse, query, &mut dots);
-        let intervals: Vec<(u32, f32, f32)> = dots
+        // In f64: the product of two f32 norms can leave f32's range.
+        let query_norm = f64::from(query_norm);
+        let intervals: Vec<(u32, f64, f64)> = dots
             .iter()
             .enumerate()
             .filter(|(i, _)| seen(*i))
             .map(|(i, dot)| {
-                let norms = query_norm * self.norms[i];
-                let (cosine, radius) = (dot / norms, self.radii[i]);
-                if norms == 0.0 {
+                let norm = f64::from(self.norms[i]);
+                let (cosine, radius) = (f64::from(*dot) / (query_norm * norm), self.radii[i]);
+                if norm == 0.0 || query_norm == 0.0 {
                     (i as u32, 0.0, 0.0)
                 } else if cosine.is_finite() {
+                    let radius = f64::from(radius);
                     (i as u32, cosine - radius, cosine + radius)
                 } else {
-                    // Out of f32's range: only the exact score can tell.
-                    (i as u32, f32::NEG_INFINITY, f32::INFINITY)
+                    // Out of range: only the exact score can tell.
+                    (i as u32, f64::NEG_INFINITY, f64::INFINITY)
                 }
             })
             .collect();
         let candidates: Vec<u32> = if intervals.len() > k {
-            let mut lower: Vec<f32> = intervals.iter().map(|(_, low, _)| *low).collect();
+            let mut lower: Vec<f64> = intervals.iter().map(|(_, low, _)| *low).collect();
             let (_, kth, _) = lower.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
             let kth = *kth;
             intervals

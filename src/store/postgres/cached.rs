@@ -5,8 +5,8 @@
 //!
 //! Coherence across replicas: a trigger bumps `memory_versions.version` for the tenant in
 //! the same transaction as any insert, delete or change of what the index holds, whoever
-//! makes it (another replica, an older release, an operator's `DELETE`). A search first
-//! reads the version; an index labelled older is rebuilt. This process's own writes update
+//! makes it (another replica, an older release, an operator's `DELETE` or `TRUNCATE`). A
+//! search first reads the version; an index labelled otherwise is rebuilt. This process's own writes update
 //! its index in place: they go one at a time per tenant (`writes`), each holding the
 //! version row's lock from before its check to its commit, so each knows the version it
 //! moved the tenant from and to.
@@ -44,13 +44,16 @@ pub(super) const SCHEMA: &[&str] = &[
     "CREATE OR REPLACE TRIGGER memories_versioned
        AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, scope, conversation, embedding, terms
        ON memories FOR EACH ROW EXECUTE FUNCTION memory_versions_bump()",
+    // Before, while the rows still say which tenants they belong to: a tenant written only
+    // by an older release has no version row yet, and must be bumped all the same.
     "CREATE OR REPLACE FUNCTION memory_versions_bump_all() RETURNS trigger LANGUAGE plpgsql AS $$
      BEGIN
-       UPDATE memory_versions SET version = version + 1;
+       INSERT INTO memory_versions SELECT DISTINCT tenant_id, 1 FROM memories
+         ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1;
        RETURN NULL;
      END $$",
     "CREATE OR REPLACE TRIGGER memories_truncated
-       AFTER TRUNCATE ON memories FOR EACH STATEMENT EXECUTE FUNCTION memory_versions_bump_all()",
+       BEFORE TRUNCATE ON memories FOR EACH STATEMENT EXECUTE FUNCTION memory_versions_bump_all()",
 ];
 
 /// The tenant's version as committed; 0 before its first write.
@@ -67,13 +70,16 @@ pub(super) async fn version<'e>(
 }
 
 /// Locks the tenant's version row until the transaction ends, so no other writer changes
-/// the tenant meanwhile, and returns the version.
+/// the tenant meanwhile, and returns the version. The tenant's advisory lock comes first:
+/// releases before the version table took only that one for check-then-insert, and during
+/// a rolling upgrade they must still wait for this release's writers.
 pub(super) async fn lock_version<'e>(
     executor: impl PgExecutor<'e>,
     tenant: &str,
 ) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
-        "INSERT INTO memory_versions VALUES ($1, 0) ON CONFLICT (tenant_id) \
+        "WITH turn AS (SELECT pg_advisory_xact_lock(hashtextextended('mcp-memory:' || $1, 0))) \
+         INSERT INTO memory_versions SELECT $1, 0 FROM turn ON CONFLICT (tenant_id) \
          DO UPDATE SET version = memory_versions.version RETURNING version",
     )
     .bind(tenant)
@@ -88,8 +94,7 @@ pub(super) struct Versioned {
 }
 
 impl Versioned {
-    /// Builds the tenant's index from its rows, labelled `version`: read before the rows,
-    /// so the label is never newer than what they hold.
+    /// Builds the tenant's index from its rows, labelled `version`.
     pub async fn load<'e>(
         executor: impl PgExecutor<'e>,
         tenant: &str,
@@ -152,13 +157,20 @@ pub(super) struct TenantIndex {
 }
 
 impl TenantIndex {
-    /// `search` run on the index, if it shows `version` or later.
-    pub fn read<T>(&self, version: i64, search: impl FnOnce(&SearchIndex) -> T) -> Option<T> {
+    /// `search` run on the index, if it shows exactly `version`. Versions only grow, but a
+    /// database restored from a backup can go back: an index from a newer past is stale.
+    pub fn read_at<T>(&self, version: i64, search: impl FnOnce(&SearchIndex) -> T) -> Option<T> {
         let index = self.index.read().unwrap_or_else(|e| e.into_inner());
         index
             .as_ref()
-            .filter(|v| v.version >= version)
+            .filter(|v| v.version == version)
             .map(|v| search(&v.search))
+    }
+
+    /// `search` run on the index, whatever version it shows.
+    pub fn read_held<T>(&self, search: impl FnOnce(&SearchIndex) -> T) -> Option<T> {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        index.as_ref().map(|v| search(&v.search))
     }
 
     /// Applies this process's write, which moved the tenant from `from` to `to`, to an

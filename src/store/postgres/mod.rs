@@ -278,7 +278,7 @@ impl PostgresStore {
     }
 
     /// `search` run on the tenant's index as of the committed version, rebuilt first if
-    /// this process holds an older one (or none).
+    /// this process holds another (or none).
     async fn search<T>(
         &self,
         tenant: &Tenant,
@@ -288,34 +288,34 @@ impl PostgresStore {
         let committed = cached::version(&self.pool, tenant.as_str())
             .await
             .map_err(failed)?;
-        loop {
-            if let Some(found) = entry.read(committed, &search) {
-                return Ok(found);
-            }
-            // One rebuild at a time; whoever waited may find it done.
-            let _writes = entry.writes.lock().await;
-            if entry.read(committed, |_| ()).is_none() {
-                let mut conn = self.pool.acquire().await.map_err(failed)?;
-                self.rebuild(&entry, &mut conn, tenant, None).await?;
-            }
+        if let Some(found) = entry.read_at(committed, &search) {
+            return Ok(found);
         }
+        // This process's writes wait meanwhile, so one in flight has applied by now and
+        // none moves the index on; one rebuild at a time, and whoever waited for it may
+        // find it done. A rebuilt index is as new as the version read above, or newer.
+        let _turn = entry.writes.lock().await;
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        let now = cached::version(&mut *conn, tenant.as_str())
+            .await
+            .map_err(failed)?;
+        if entry.read_at(now, |_| ()).is_none() {
+            self.rebuild(&entry, &mut conn, tenant, now).await?;
+        }
+        entry
+            .read_held(&search)
+            .ok_or_else(|| StoreError::Failed("the tenant's index was dropped".into()))
     }
 
-    /// Builds the tenant's index from the database. `locked` is the version a writer holds
-    /// the lock of (its transaction is the executor); otherwise the version is read first.
+    /// Builds the tenant's index from the database, labelled `version`: read before the
+    /// rows (or locked by the caller's transaction), so the label is never newer than them.
     async fn rebuild(
         &self,
         entry: &TenantIndex,
         conn: &mut sqlx::PgConnection,
         tenant: &Tenant,
-        locked: Option<i64>,
+        version: i64,
     ) -> Result<(), StoreError> {
-        let version = match locked {
-            Some(version) => version,
-            None => cached::version(&mut *conn, tenant.as_str())
-                .await
-                .map_err(failed)?,
-        };
         let loaded = Versioned::load(conn, tenant.as_str(), self.width, version)
             .await
             .map_err(failed)?;
@@ -379,12 +379,11 @@ impl MemoryStore for PostgresStore {
     ) -> Result<Remembered, StoreError> {
         let mut write = self.begin_write(tenant).await?;
         let (entry, from) = (Arc::clone(&write.entry), write.from);
-        if entry.read(from, |_| ()).is_none() {
-            self.rebuild(&entry, &mut write.tx, tenant, Some(from))
-                .await?;
+        if entry.read_at(from, |_| ()).is_none() {
+            self.rebuild(&entry, &mut write.tx, tenant, from).await?;
         }
         let nearest = entry
-            .read(from, |s| {
+            .read_at(from, |s| {
                 nearest_found(s, embedding, dedup_scope, dedup::NEIGHBOURS)
             })
             .unwrap_or_default();

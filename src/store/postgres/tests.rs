@@ -434,11 +434,34 @@ async fn searches_see_every_replicas_writes_and_an_operators_sql() {
         &direction(0, 0.0),
     )
     .await;
+    // A database restored from a backup has older versions than a replica's index: the
+    // next write there must still reach that replica's searches.
+    sqlx::query("UPDATE memory_versions SET version = 0")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let restored = note("postgres runs on port 5433", T0 + 3, Scope::Project, None);
+    store_one(&b, "acme", restored, &direction(0, 0.2)).await;
+    assert_eq!(found(&a, "5433").await.1, ["postgres runs on port 5433"]);
+    // A tenant an older release wrote has no version row at all; TRUNCATE reaches it too.
+    sqlx::query("DELETE FROM memory_versions")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&a, "postgres").await.1.len(), 2);
     sqlx::query("TRUNCATE memories")
         .execute(&mut db)
         .await
         .unwrap();
     assert_eq!(found(&a, "postgres").await, (vec![], vec![]));
+    // Nothing truncated lingers in the index to crowd out what is written next.
+    let fresh = note("a fresh start", T0 + 4, Scope::Project, None);
+    store_one(&a, "acme", fresh, &direction(5, 0.0)).await;
+    let nearest = a
+        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 1)
+        .await
+        .unwrap();
+    assert_eq!(nearest.len(), 1, "a truncated memory took the only place");
 }
 
 #[tokio::test]
@@ -466,6 +489,6 @@ async fn a_replicas_own_writes_update_its_index_in_place() {
     let version = super::cached::version(&store.pool, "acme").await.unwrap();
     assert_eq!(version, 5);
     let held = store.indexes.held("acme").unwrap();
-    assert_eq!(held.read(version, |search| search.memories()), Some(3));
+    assert_eq!(held.read_at(version, |search| search.memories()), Some(3));
     assert_eq!(found(&store, "fact").await.1.len(), 3);
 }
