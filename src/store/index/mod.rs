@@ -111,11 +111,12 @@ impl SearchIndex {
         let stored = &self.vectors[start..];
         self.coarse.extend(stored.iter().map(|x| scan::to_half(*x)));
         let comparable = vector.len() == self.width;
+        let sum = squares(stored);
         self.norms
-            .push(if comparable { scan::norm(stored) } else { 0.0 });
-        self.squares.push(squares(stored));
+            .push(if comparable { sum.sqrt() as f32 } else { 0.0 });
+        self.squares.push(sum);
         self.radii.push(if comparable {
-            scan::error_radius(stored, &self.coarse[start..])
+            scan::error_radius(stored, &self.coarse[start..], sum.sqrt())
         } else {
             0.0
         });
@@ -190,12 +191,17 @@ impl SearchIndex {
         Some(gone)
     }
 
-    /// Whether a request with `visibility` may see the memory at each position.
-    fn seen_by(&self, visibility: &Visibility) -> impl Fn(usize) -> bool + '_ {
-        let mine = visibility
+    /// The audience of the request's conversation, if any memory has it.
+    fn audience_of(&self, visibility: &Visibility) -> Option<Audience> {
+        visibility
             .conversation
             .as_ref()
-            .and_then(|c| self.conversations.get(c.as_str()).copied());
+            .and_then(|c| self.conversations.get(c.as_str()).copied())
+    }
+
+    /// Whether a request with `visibility` may see the memory at each position.
+    fn seen_by(&self, visibility: &Visibility) -> impl Fn(usize) -> bool + '_ {
+        let mine = self.audience_of(visibility);
         move |position| {
             let audience = self.audiences[position];
             audience == PROJECT || Some(audience) == mine
@@ -227,11 +233,11 @@ impl SearchIndex {
             return Vec::new();
         }
         let seen = self.seen_by(visibility);
-        let query_norm = scan::norm(query);
+        let query_squares = squares(query);
+        // In f64: the product of two f32 norms can leave f32's range.
+        let query_norm = query_squares.sqrt();
         let mut dots = Vec::new();
         scan::dot_all(&self.coarse, query, &mut dots);
-        // In f64: the product of two f32 norms can leave f32's range.
-        let query_norm = f64::from(query_norm);
         let intervals: Vec<(u32, f64, f64)> = dots
             .iter()
             .enumerate()
@@ -262,7 +268,6 @@ impl SearchIndex {
         } else {
             intervals.iter().map(|(i, _, _)| *i).collect()
         };
-        let query_squares = squares(query);
         let mut nearest: Vec<(usize, f64)> = candidates
             .into_iter()
             .map(|i| (i as usize, self.exact(i as usize, query, query_squares)))
@@ -294,14 +299,10 @@ impl SearchIndex {
             return Vec::new();
         }
         let seen = self.seen_by(visibility);
-        let mine = visibility
-            .conversation
-            .as_ref()
-            .and_then(|c| self.conversations.get(c.as_str()));
-        let (memories, terms) = [Some(&PROJECT), mine]
+        let (memories, terms) = [Some(PROJECT), self.audience_of(visibility)]
             .into_iter()
             .flatten()
-            .filter_map(|a| self.totals.get(a))
+            .filter_map(|a| self.totals.get(&a))
             .fold((0, 0), |(m, t), (dm, dt)| (m + dm, t + dt));
         let corpus = Corpus {
             memories,
