@@ -7,7 +7,8 @@
 
 pub mod cache;
 
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
 
 use super::{best_first, dot64, scan};
 use crate::keywords::{Corpus, Scorer};
@@ -29,13 +30,16 @@ pub struct SearchIndex {
     totals: HashMap<Audience, (u64, u64)>,
     /// Exact, for the similarity a caller sees.
     vectors: Vec<f32>,
-    /// The same in half precision, which a scan reads (`scan.rs`).
-    coarse: Vec<u16>,
+    /// The same as 8-bit integers, which a scan reads (`scan::Coarse`).
+    coarse: Vec<i8>,
+    /// What turns a coarse dot product into a cosine times the query's norm: the vector's
+    /// scale over its norm.
+    units: Vec<f64>,
     norms: Vec<f32>,
     /// Each vector's sum of squares, as `cosine` adds it up.
     squares: Vec<f64>,
-    /// How far a half-precision cosine may be from the exact one (`scan::error_radius`).
-    radii: Vec<f32>,
+    /// How far a coarse cosine may be from the exact one (`scan::Coarse::radius`).
+    radii: Vec<f64>,
     /// Terms in each memory, repeats included (BM25's document length).
     lengths: Vec<u32>,
     words: HashMap<Box<str>, u32>,
@@ -63,6 +67,7 @@ impl SearchIndex {
             totals: HashMap::new(),
             vectors: Vec::new(),
             coarse: Vec::new(),
+            units: Vec::new(),
             norms: Vec::new(),
             squares: Vec::new(),
             radii: Vec::new(),
@@ -109,17 +114,19 @@ impl SearchIndex {
         self.vectors.extend(vector.iter().take(self.width));
         self.vectors.resize(start + self.width, 0.0);
         let stored = &self.vectors[start..];
-        self.coarse.extend(stored.iter().map(|x| scan::to_half(*x)));
         let comparable = vector.len() == self.width;
         let sum = squares(stored);
+        let coarse = scan::Coarse::of(stored, sum.sqrt());
+        self.coarse.extend(&coarse.values);
         self.norms
             .push(if comparable { sum.sqrt() as f32 } else { 0.0 });
         self.squares.push(sum);
-        self.radii.push(if comparable {
-            scan::error_radius(stored, &self.coarse[start..], sum.sqrt())
+        self.units.push(if comparable {
+            f64::from(coarse.scale) / sum.sqrt()
         } else {
             0.0
         });
+        self.radii.push(coarse.radius);
         self.lengths
             .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
         let mut counted: Vec<(u32, u32)> = Vec::new();
@@ -183,6 +190,7 @@ impl SearchIndex {
         self.coarse.truncate(last * self.width);
         self.ids.swap_remove(gone);
         self.audiences.swap_remove(gone);
+        self.units.swap_remove(gone);
         self.norms.swap_remove(gone);
         self.squares.swap_remove(gone);
         self.radii.swap_remove(gone);
@@ -225,7 +233,7 @@ impl SearchIndex {
     }
 
     /// Up to `k` visible memories nearest to `query`, most similar first, with their exact
-    /// cosine similarity. The half-precision scan gives each memory an interval its exact similarity
+    /// cosine similarity. The coarse scan gives each memory an interval its exact similarity
     /// lies in; only those whose interval reaches the k-th best lower end can be among the
     /// k nearest, and only they are scored exactly.
     pub fn nearest(&self, query: &[f32], visibility: &Visibility, k: usize) -> Vec<(usize, f64)> {
@@ -235,42 +243,43 @@ impl SearchIndex {
         let seen = self.seen_by(visibility);
         let query_squares = squares(query);
         // In f64: the product of two f32 norms can leave f32's range.
-        let query_norm = query_squares.sqrt();
+        let per_norm = 1.0 / query_squares.sqrt();
         let mut dots = Vec::new();
         scan::dot_all(&self.coarse, query, &mut dots);
-        let intervals: Vec<(u32, f64, f64)> = dots
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| seen(*i))
-            .map(|(i, dot)| {
-                let norm = f64::from(self.norms[i]);
-                let (cosine, radius) = (f64::from(*dot) / (query_norm * norm), self.radii[i]);
-                if norm == 0.0 || query_norm == 0.0 {
-                    (i as u32, 0.0, 0.0)
-                } else if cosine.is_finite() {
-                    let radius = f64::from(radius);
-                    (i as u32, cosine - radius, cosine + radius)
-                } else {
-                    // Out of range: only the exact score can tell.
-                    (i as u32, f64::NEG_INFINITY, f64::INFINITY)
-                }
-            })
-            .collect();
-        let candidates: Vec<u32> = if intervals.len() > k {
-            let mut lower: Vec<f64> = intervals.iter().map(|(_, low, _)| *low).collect();
-            let (_, kth, _) = lower.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-            let kth = *kth;
-            intervals
-                .iter()
-                .filter(|(_, _, high)| *high >= kth)
-                .map(|(i, _, _)| *i)
-                .collect()
-        } else {
-            intervals.iter().map(|(i, _, _)| *i).collect()
-        };
-        let mut nearest: Vec<(usize, f64)> = candidates
+        // The least of the k best lower ends so far: it only rises, and a memory whose upper
+        // end is below it can never be among the k (a zero vector, or a query of zeros,
+        // gets no finite interval and is always scored).
+        let mut best: BinaryHeap<Reverse<Low>> = BinaryHeap::with_capacity(k + 1);
+        let mut floor = f64::NEG_INFINITY;
+        let mut reaching: Vec<(usize, f64)> = Vec::new();
+        for (i, dot) in dots.iter().enumerate() {
+            let cosine = f64::from(*dot) * self.units[i] * per_norm;
+            let (low, high) = if cosine.is_finite() {
+                (cosine - self.radii[i], cosine + self.radii[i])
+            } else {
+                (f64::NEG_INFINITY, f64::INFINITY)
+            };
+            if high < floor || !seen(i) {
+                continue;
+            }
+            reaching.push((i, high));
+            if best.len() < k {
+                best.push(Reverse(Low(low)));
+            } else if low > floor
+                && let Some(mut least) = best.peek_mut()
+            {
+                *least = Reverse(Low(low));
+            } else {
+                continue;
+            }
+            if best.len() == k {
+                floor = best.peek().map_or(floor, |least| least.0.0);
+            }
+        }
+        let mut nearest: Vec<(usize, f64)> = reaching
             .into_iter()
-            .map(|i| (i as usize, self.exact(i as usize, query, query_squares)))
+            .filter(|(_, high)| *high >= floor)
+            .map(|(i, _)| (i, self.exact(i, query, query_squares)))
             .collect();
         // Equal similarities in position order, so the answer does not depend on the sort.
         nearest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -357,9 +366,32 @@ impl SearchIndex {
         let words: usize = self.words.keys().map(|w| 64 + w.len()).sum();
         let postings: usize = self.postings.iter().map(|p| 24 + 8 * p.len()).sum();
         let distinct: usize = self.distinct.iter().map(|d| 16 + 4 * d.len()).sum();
-        self.vectors.len() * 6 + self.memories() * 24 + ids + words + postings + distinct
+        self.vectors.len() * 5 + self.memories() * 40 + ids + words + postings + distinct
     }
 }
+
+/// A lower end of an interval, ordered by `f64::total_cmp`, for a heap.
+struct Low(f64);
+
+impl Ord for Low {
+    fn cmp(&self, other: &Low) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl PartialOrd for Low {
+    fn partial_cmp(&self, other: &Low) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Low {
+    fn eq(&self, other: &Low) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Low {}
 
 /// The sum of squares of `v`, as `cosine` adds it up.
 fn squares(v: &[f32]) -> f64 {
