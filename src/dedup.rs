@@ -54,8 +54,8 @@ mod tests {
     use crate::memory::{MemoryType, NewMemory, Scope};
 
     fn hit(content: &str, similarity: f64) -> Hit {
-        Hit {
-            memory: NewMemory {
+        Hit::new(
+            NewMemory {
                 id: content.into(),
                 content: content.into(),
                 memory_type: MemoryType::Project,
@@ -67,7 +67,7 @@ mod tests {
             }
             .into_memory(),
             similarity,
-        }
+        )
     }
 
     #[test]

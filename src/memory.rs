@@ -3,6 +3,7 @@
 //! Everything here is backend-neutral; stores map these types onto their own layouts.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What kind of knowledge a memory holds. The declaration order is the canonical order
 /// used everywhere (e.g. the stats breakdown).
@@ -185,11 +186,22 @@ impl NewMemory {
     }
 }
 
-/// A memory found by vector search, with its cosine similarity to the query.
+/// A memory found by vector search, with its cosine similarity to the query. The memory is
+/// shared: a recall weighs a hundred or more candidates and shows a few, and a store that
+/// holds its memories in memory hands them out without copying each one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
-    pub memory: Memory,
+    pub memory: Arc<Memory>,
     pub similarity: f64,
+}
+
+impl Hit {
+    pub fn new(memory: Memory, similarity: f64) -> Hit {
+        Hit {
+            memory: Arc::new(memory),
+            similarity,
+        }
+    }
 }
 
 /// A memory found by the words of a query: its BM25 score among the memories the caller

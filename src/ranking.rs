@@ -11,6 +11,7 @@
 //! §4.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::memory::{Hit, KeywordHit, Memory};
 
@@ -115,23 +116,36 @@ impl From<Hit> for Candidate {
 /// One candidate per memory: the vector path's in its order, then those only the keyword
 /// path found.
 pub fn fuse(vector: Vec<Hit>, keyword: Vec<KeywordHit>) -> Vec<Candidate> {
-    let mut scores: HashMap<String, f64> = keyword
+    let by_id: HashMap<&str, usize> = keyword
         .iter()
-        .map(|k| (k.hit.memory.id.clone(), k.score))
+        .enumerate()
+        .map(|(i, k)| (k.hit.memory.id.as_str(), i))
         .collect();
+    let mut fused = vec![false; keyword.len()];
     let mut candidates: Vec<Candidate> = vector
         .into_iter()
-        .map(|hit| Candidate {
-            keyword_score: scores.remove(&hit.memory.id).unwrap_or(0.0),
-            hit,
+        .map(|hit| {
+            let also = by_id.get(hit.memory.id.as_str()).copied();
+            let keyword_score = match also {
+                Some(i) if !fused[i] => {
+                    fused[i] = true;
+                    keyword[i].score
+                }
+                _ => 0.0,
+            };
+            Candidate { hit, keyword_score }
         })
         .collect();
-    candidates.extend(keyword.into_iter().filter_map(|k| {
-        scores.remove(&k.hit.memory.id).map(|score| Candidate {
-            hit: k.hit,
-            keyword_score: score,
-        })
-    }));
+    candidates.extend(
+        keyword
+            .into_iter()
+            .zip(fused)
+            .filter(|(_, fused)| !fused)
+            .map(|(k, _)| Candidate {
+                hit: k.hit,
+                keyword_score: k.score,
+            }),
+    );
     candidates
 }
 
@@ -144,7 +158,7 @@ pub enum Confidence {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
-    pub memory: Memory,
+    pub memory: Arc<Memory>,
     pub similarity: f64,
     pub score: f64,
     /// Score relative to the top result, in [0, 1]; the first result is always 1.
@@ -313,10 +327,7 @@ mod tests {
     }
 
     fn hit(id: &str, similarity: f64) -> Hit {
-        Hit {
-            memory: memory(id, MemoryType::Project, 0, 0),
-            similarity,
-        }
+        Hit::new(memory(id, MemoryType::Project, 0, 0), similarity)
     }
 
     /// Vector-only ranking, as BEHAVIOR.md §4 has it.
@@ -453,11 +464,12 @@ mod tests {
     #[test]
     fn recent_use_lifts_an_equally_similar_memory() {
         let mut stale = hit("stale", 0.8);
-        stale.memory.created_at = NOW - 90 * DAY;
+        Arc::make_mut(&mut stale.memory).created_at = NOW - 90 * DAY;
         let mut used = hit("used", 0.8);
-        used.memory.created_at = NOW - 90 * DAY;
-        used.memory.access_count = 4;
-        used.memory.last_accessed_at = Some(NOW - DAY);
+        let memory = Arc::make_mut(&mut used.memory);
+        memory.created_at = NOW - 90 * DAY;
+        memory.access_count = 4;
+        memory.last_accessed_at = Some(NOW - DAY);
         let r = rank(vec![stale, used], RecallMode::Balanced, 5, 0.1, NOW);
         assert_eq!(ids(&r), ["used", "stale"]);
         assert!(r.results[1].standing < 1.0);

@@ -170,7 +170,7 @@ async fn metrics_count_tool_calls_and_time_their_parts() {
         "mcp_memory_tool_duration_seconds_count{tool=\"recall\"} 2",
         "mcp_memory_embedding_duration_seconds_count 3",
         "mcp_memory_store_duration_seconds_count{operation=\"remember\"} 1",
-        "mcp_memory_store_duration_seconds_count{operation=\"nearest\"} 2",
+        "mcp_memory_store_duration_seconds_count{operation=\"candidates\"} 2",
         "mcp_memory_requests_in_flight 0",
     ] {
         assert!(text.contains(line), "no `{line}` in:\n{text}");

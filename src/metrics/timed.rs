@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::Metrics;
 use crate::embed::{EmbedError, Embedder};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
-use crate::store::{Counts, MemoryStore, Remembered, StoreError};
+use crate::store::{Candidates, Counts, MemoryStore, Remembered, StoreError};
 
 pub struct TimedStore {
     pub inner: Arc<dyn MemoryStore>,
@@ -62,6 +62,20 @@ impl MemoryStore for TimedStore {
             .inner
             .keyword_hits(tenant, visibility, terms, embedding, k);
         self.time("keyword_hits", call).await
+    }
+
+    async fn candidates(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        terms: &[String],
+        k: usize,
+    ) -> Result<Candidates, StoreError> {
+        let call = self
+            .inner
+            .candidates(tenant, visibility, embedding, terms, k);
+        self.time("candidates", call).await
     }
 
     async fn list(

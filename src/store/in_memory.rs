@@ -26,10 +26,7 @@ impl InMemoryStore {
         let hits = rows
             .iter()
             .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
-            .map(|(_, m, e)| Hit {
-                memory: m.clone(),
-                similarity: cosine(embedding, e),
-            })
+            .map(|(_, m, e)| Hit::new(m.clone(), cosine(embedding, e)))
             .collect();
         let mut nearest = keep_nearest(hits, k);
         nearest.reverse();
@@ -50,7 +47,7 @@ impl MemoryStore for InMemoryStore {
         let neighbours =
             Self::nearest_locked(&rows, tenant, dedup_scope, embedding, dedup::NEIGHBOURS);
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let memory = memory.into_memory();
         rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));
@@ -89,10 +86,7 @@ impl MemoryStore for InMemoryStore {
         let best = best_matches(terms, &matches, visible.len() as u64, average_terms, k);
         let found = visible
             .iter()
-            .map(|(_, m, e)| Hit {
-                memory: m.clone(),
-                similarity: cosine(embedding, e),
-            })
+            .map(|(_, m, e)| Hit::new(m.clone(), cosine(embedding, e)))
             .collect();
         Ok(in_score_order(best, found))
     }

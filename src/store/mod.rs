@@ -45,6 +45,13 @@ pub enum Remembered {
     AlreadyKnown(Memory),
 }
 
+/// What a recall weighs (`MemoryStore::candidates`).
+#[derive(Debug, Default)]
+pub struct Candidates {
+    pub nearest: Vec<Hit>,
+    pub by_words: Vec<KeywordHit>,
+}
+
 /// How many memories a request can see, by type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -92,6 +99,26 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Vec<KeywordHit>, StoreError> {
         let _ = (tenant, visibility, terms, embedding, k);
         Ok(Vec::new())
+    }
+
+    /// A recall's candidates: `nearest` and, unless `terms` is empty, `keyword_hits`, both
+    /// for `k`. A store that answers both from one index in memory finds it once.
+    async fn candidates(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        terms: &[String],
+        k: usize,
+    ) -> Result<Candidates, StoreError> {
+        let nearest = self.nearest(tenant, visibility, embedding, k).await?;
+        let by_words = if terms.is_empty() {
+            Vec::new()
+        } else {
+            self.keyword_hits(tenant, visibility, terms, embedding, k)
+                .await?
+        };
+        Ok(Candidates { nearest, by_words })
     }
 
     /// The newest `limit` visible memories, optionally of one type, newest first.

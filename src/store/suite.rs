@@ -74,7 +74,7 @@ macro_rules! store_suite {
                 .await
                 .unwrap();
             assert_eq!(hits.len(), 1);
-            assert_eq!(hits[0].memory, m.into_memory());
+            assert_eq!(*hits[0].memory, m.into_memory());
             assert!((hits[0].similarity - 1.0).abs() < 1e-6);
         }
 
@@ -94,6 +94,42 @@ macro_rules! store_suite {
             assert_eq!(found, ["fact 1", "fact 3"]);
             let expected = 1.0 / (1.0f64 + 0.25).sqrt();
             assert!((hits[1].similarity - expected).abs() < 1e-6);
+        }
+
+        #[tokio::test]
+        async fn candidates_are_both_searches_at_once() {
+            let store = $make;
+            for (i, text) in [
+                "redis runs on port 6380",
+                "redis sentinel",
+                "nightly backups",
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let m = note(text, T0 + i as i64, Scope::Project, None);
+                store_one(&store, "acme", m, &direction(i, 0.1)).await;
+            }
+            let (who, seen, query) = (tenant("acme"), seen_from(None), direction(0, 0.0));
+            let sorted = |mut hits: Vec<$crate::memory::Hit>| {
+                hits.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
+                hits
+            };
+            for terms in [vec!["redis".to_owned()], vec![]] {
+                let found = store
+                    .candidates(&who, &seen, &query, &terms, 2)
+                    .await
+                    .unwrap();
+                let nearest = store.nearest(&who, &seen, &query, 2).await.unwrap();
+                assert_eq!(found.nearest.len(), 2);
+                assert_eq!(sorted(found.nearest), sorted(nearest));
+                // The best match by meaning is also one by words: it must come in both.
+                let by_words = store
+                    .keyword_hits(&who, &seen, &terms, &query, 2)
+                    .await
+                    .unwrap();
+                assert_eq!(found.by_words, by_words, "{terms:?}");
+            }
         }
 
         #[tokio::test]
@@ -487,7 +523,7 @@ macro_rules! keyword_suite {
                     .await
                     .unwrap()
                     .into_iter()
-                    .map(|k| (k.hit.memory.content, k.score))
+                    .map(|k| (k.hit.memory.content.clone(), k.score))
                     .collect()
             }
 

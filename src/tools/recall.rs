@@ -24,19 +24,12 @@ pub(super) async fn run(
     } else {
         ranking::candidate_count(limit)
     };
-    let hits = memories
+    let words = if hybrid { &terms[..] } else { &[] };
+    let found = memories
         .store
-        .nearest(&ctx.tenant, &visibility, &vector, wanted)
+        .candidates(&ctx.tenant, &visibility, &vector, words, wanted)
         .await?;
-    let word_hits = if hybrid {
-        memories
-            .store
-            .keyword_hits(&ctx.tenant, &visibility, &terms, &vector, wanted)
-            .await?
-    } else {
-        Vec::new()
-    };
-    let mut candidates = ranking::fuse(hits, word_hits);
+    let mut candidates = ranking::fuse(found.nearest, found.by_words);
     // The store already filtered; checking again means a store bug fails closed.
     candidates.retain(|c| visibility.can_see(&c.hit.memory));
 
@@ -70,7 +63,7 @@ pub(super) async fn run(
         ));
     }
 
-    let used: Vec<&Memory> = ranking.results.iter().map(|r| &r.memory).collect();
+    let used: Vec<&Memory> = ranking.results.iter().map(|r| &*r.memory).collect();
     memories
         .store
         .record_access(&ctx.tenant, &visibility, &used, now)
@@ -96,7 +89,7 @@ pub(super) async fn run(
         ranking
             .results
             .iter()
-            .map(|r| (&r.memory, Some(r.standing))),
+            .map(|r| (&*r.memory, Some(r.standing))),
     );
     Ok(out)
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use cached::{Indexes, TenantIndex, Versioned};
 
 use super::index::{Entry, SearchIndex};
-use super::{Counts, MemoryStore, Remembered, StoreError};
+use super::{Candidates, Counts, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::keywords;
 use crate::memory::{
@@ -105,17 +105,23 @@ struct Write {
 /// A search's answer: ids with a similarity and, for keyword matches, a score.
 type Found = Vec<(String, f64, f64)>;
 
-/// Reads the rows of `found` that `visibility` may see, in `found`'s order.
-async fn found_rows<'e>(
+/// Reads, in one query, the rows of each answer in `found` that `visibility` may see; each
+/// keeps its order, and a memory in two answers is read once. A memory deleted since the
+/// search is simply not found.
+async fn found_rows<'e, const N: usize>(
     executor: impl sqlx::PgExecutor<'e>,
     tenant: &Tenant,
     visibility: &Visibility,
-    found: Found,
-) -> Result<Vec<KeywordHit>, StoreError> {
-    if found.is_empty() {
-        return Ok(Vec::new());
+    found: [Found; N],
+) -> Result<[Vec<KeywordHit>; N], StoreError> {
+    let ids: Vec<&str> = found
+        .iter()
+        .flatten()
+        .map(|(id, _, _)| id.as_str())
+        .collect();
+    if ids.is_empty() {
+        return Ok(found.map(|_| Vec::new()));
     }
-    let ids: Vec<&str> = found.iter().map(|(id, _, _)| id.as_str()).collect();
     let rows = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($3)"
     ))
@@ -125,24 +131,25 @@ async fn found_rows<'e>(
     .fetch_all(executor)
     .await
     .map_err(failed)?;
-    let mut by_id: HashMap<String, Memory> = rows
+    let by_id: HashMap<String, Arc<Memory>> = rows
         .iter()
-        .map(|row| memory_from_row(row).map(|m| (m.id.clone(), m)))
+        .map(|row| memory_from_row(row).map(|m| (m.id.clone(), Arc::new(m))))
         .collect::<Result<_, _>>()
         .map_err(failed)?;
-    // A memory deleted since the search is simply not found.
-    Ok(found
-        .into_iter()
-        .filter_map(|(id, similarity, score)| {
-            Some(KeywordHit {
-                hit: Hit {
-                    memory: by_id.remove(&id)?,
-                    similarity,
-                },
-                score,
+    Ok(found.map(|answer| {
+        answer
+            .into_iter()
+            .filter_map(|(id, similarity, score)| {
+                Some(KeywordHit {
+                    hit: Hit {
+                        memory: Arc::clone(by_id.get(&id)?),
+                        similarity,
+                    },
+                    score,
+                })
             })
-        })
-        .collect())
+            .collect()
+    }))
 }
 
 /// The nearest memories as a search answer.
@@ -156,6 +163,24 @@ fn nearest_found(
         .nearest(embedding, visibility, k)
         .into_iter()
         .map(|(i, similarity)| (search.id(i).to_owned(), similarity, 0.0))
+        .collect()
+}
+
+/// The best keyword matches as a search answer, each with its similarity.
+fn keyword_found(
+    search: &SearchIndex,
+    terms: &[String],
+    embedding: &[f32],
+    visibility: &Visibility,
+    k: usize,
+) -> Found {
+    search
+        .keyword_matches(terms, visibility, k)
+        .into_iter()
+        .map(|(i, score)| {
+            let similarity = search.similarity(i, embedding);
+            (search.id(i).to_owned(), similarity, score)
+        })
         .collect()
 }
 
@@ -387,13 +412,10 @@ impl MemoryStore for PostgresStore {
                 nearest_found(s, embedding, dedup_scope, dedup::NEIGHBOURS)
             })
             .unwrap_or_default();
-        let neighbours: Vec<Hit> = found_rows(&mut *write.tx, tenant, dedup_scope, nearest)
-            .await?
-            .into_iter()
-            .map(|found| found.hit)
-            .collect();
+        let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
+        let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let terms = keywords::terms(&memory.content);
         sqlx::query(
@@ -442,11 +464,8 @@ impl MemoryStore for PostgresStore {
         let found = self
             .search(tenant, |s| nearest_found(s, embedding, visibility, k))
             .await?;
-        Ok(found_rows(&self.pool, tenant, visibility, found)
-            .await?
-            .into_iter()
-            .map(|found| found.hit)
-            .collect())
+        let [nearest] = found_rows(&self.pool, tenant, visibility, [found]).await?;
+        Ok(nearest.into_iter().map(|found| found.hit).collect())
     }
 
     async fn keyword_hits(
@@ -462,13 +481,34 @@ impl MemoryStore for PostgresStore {
         }
         let found = self
             .search(tenant, |s| {
-                s.keyword_matches(terms, visibility, k)
-                    .into_iter()
-                    .map(|(i, score)| (s.id(i).to_owned(), s.similarity(i, embedding), score))
-                    .collect()
+                keyword_found(s, terms, embedding, visibility, k)
             })
             .await?;
-        found_rows(&self.pool, tenant, visibility, found).await
+        let [by_words] = found_rows(&self.pool, tenant, visibility, [found]).await?;
+        Ok(by_words)
+    }
+
+    async fn candidates(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        terms: &[String],
+        k: usize,
+    ) -> Result<Candidates, StoreError> {
+        let found = self
+            .search(tenant, |s| {
+                [
+                    nearest_found(s, embedding, visibility, k),
+                    keyword_found(s, terms, embedding, visibility, k),
+                ]
+            })
+            .await?;
+        let [nearest, by_words] = found_rows(&self.pool, tenant, visibility, found).await?;
+        Ok(Candidates {
+            nearest: nearest.into_iter().map(|found| found.hit).collect(),
+            by_words,
+        })
     }
 
     async fn list(

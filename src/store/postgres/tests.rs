@@ -374,11 +374,17 @@ async fn found(store: &PostgresStore, word: &str) -> (Vec<String>, Vec<String>) 
         )
         .await
         .unwrap();
-    let mut by_meaning: Vec<String> = by_meaning.into_iter().map(|h| h.memory.content).collect();
+    let mut by_meaning: Vec<String> = by_meaning
+        .into_iter()
+        .map(|h| h.memory.content.clone())
+        .collect();
     by_meaning.sort();
     (
         by_meaning,
-        by_word.into_iter().map(|k| k.hit.memory.content).collect(),
+        by_word
+            .into_iter()
+            .map(|k| k.hit.memory.content.clone())
+            .collect(),
     )
 }
 

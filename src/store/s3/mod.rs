@@ -101,7 +101,7 @@ impl S3Store {
                 let memory = vectors::read(tenant, &key, &metadata)?;
                 visibility
                     .can_see(&memory)
-                    .then_some(Hit { memory, similarity })
+                    .then(|| Hit::new(memory, similarity))
             })
             .collect())
     }
@@ -216,7 +216,7 @@ impl MemoryStore for S3Store {
             .nearest_visible(tenant, dedup_scope, embedding, dedup::NEIGHBOURS)
             .await?;
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let metadata = vectors::metadata(tenant, &memory);
         vectors::check_budget(&metadata)?;
@@ -252,10 +252,7 @@ impl MemoryStore for S3Store {
         let tally = self.usage(tenant).await?;
         let hits = hits
             .into_iter()
-            .map(|h| Hit {
-                memory: with_usage(h.memory, &tally),
-                similarity: h.similarity,
-            })
+            .map(|h| Hit::new(with_usage(Memory::clone(&h.memory), &tally), h.similarity))
             .collect();
         Ok(keep_nearest(hits, k))
     }

@@ -4,8 +4,7 @@
 //! updates it on every write it makes, and every index is dropped whenever another process
 //! has written to the file (SQLite's `data_version`).
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::{Connection, params};
 
@@ -17,28 +16,10 @@ use crate::store::index::{Entry, SearchIndex};
 
 pub(super) struct TenantIndex {
     search: SearchIndex,
-    /// At the same positions as in `search`; their counters are in `uses`.
-    memories: Vec<Memory>,
-    uses: Vec<Uses>,
-}
-
-/// A memory's counters, updated under the index's read lock: counting a recall's uses
-/// must not wait for every search in flight to finish.
-struct Uses {
-    count: AtomicU64,
-    /// `NEVER` until the first use.
-    last: AtomicI64,
-}
-
-const NEVER: i64 = i64::MIN;
-
-impl Uses {
-    fn of(memory: &Memory) -> Uses {
-        Uses {
-            count: AtomicU64::new(memory.access_count),
-            last: AtomicI64::new(memory.last_accessed_at.unwrap_or(NEVER)),
-        }
-    }
+    /// At the same positions as in `search`. A hit shares the memory; counting a use puts a
+    /// copy with the new counters in its place, under the index's read lock: counting a
+    /// recall's uses must not wait for every search in flight to finish.
+    memories: Vec<Mutex<Arc<Memory>>>,
 }
 
 impl TenantIndex {
@@ -46,7 +27,6 @@ impl TenantIndex {
         let mut index = TenantIndex {
             search: SearchIndex::new(width),
             memories: Vec::new(),
-            uses: Vec::new(),
         };
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS}, embedding, terms FROM memories WHERE tenant_id = ?1"
@@ -66,7 +46,6 @@ impl TenantIndex {
             index.push(memory, &from_blob(row.get_ref(11)?.as_blob()?), &terms);
         }
         index.memories.shrink_to_fit();
-        index.uses.shrink_to_fit();
         Ok(index)
     }
 
@@ -78,17 +57,14 @@ impl TenantIndex {
         };
         if let Some(replaced) = self.search.position(entry.id) {
             self.memories.swap_remove(replaced);
-            self.uses.swap_remove(replaced);
         }
         self.search.push(entry, vector, terms);
-        self.uses.push(Uses::of(&memory));
-        self.memories.push(memory);
+        self.memories.push(Mutex::new(Arc::new(memory)));
     }
 
     pub fn remove(&mut self, id: &str) {
         if let Some(gone) = self.search.remove(id) {
             self.memories.swap_remove(gone);
-            self.uses.swap_remove(gone);
         }
     }
 
@@ -98,20 +74,20 @@ impl TenantIndex {
             let Some(i) = self.search.position(id) else {
                 continue;
             };
-            if visibility.can_see(&self.memories[i]) {
-                self.uses[i].count.fetch_add(1, Ordering::Relaxed);
-                self.uses[i].last.fetch_max(at, Ordering::Relaxed);
+            let mut shared = lock(&self.memories[i]);
+            if visibility.can_see(&shared) {
+                let memory = Arc::make_mut(&mut shared);
+                memory.access_count += 1;
+                memory.last_accessed_at = Some(memory.last_accessed_at.map_or(at, |l| l.max(at)));
             }
         }
     }
 
     fn hit(&self, (position, similarity): (usize, f64)) -> Hit {
-        let mut memory = self.memories[position].clone();
-        let uses = &self.uses[position];
-        memory.access_count = uses.count.load(Ordering::Relaxed);
-        memory.last_accessed_at =
-            Some(uses.last.load(Ordering::Relaxed)).filter(|last| *last != NEVER);
-        Hit { memory, similarity }
+        Hit {
+            memory: Arc::clone(&lock(&self.memories[position])),
+            similarity,
+        }
     }
 
     /// Up to `k` visible memories nearest to `query`, most similar first.
@@ -150,11 +126,17 @@ impl Weigh for RwLock<TenantIndex> {
             .memories
             .iter()
             .map(|m| {
-                160 + m.id.len() + m.content.len() + m.tags.iter().map(String::len).sum::<usize>()
+                let m = lock(m);
+                200 + m.id.len() + m.content.len() + m.tags.iter().map(String::len).sum::<usize>()
             })
             .sum();
         index.search.bytes() + memories
     }
+}
+
+/// A poisoned lock still holds a whole memory: a panic cannot leave one half-written.
+fn lock(memory: &Mutex<Arc<Memory>>) -> MutexGuard<'_, Arc<Memory>> {
+    memory.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Every tenant's index this process holds.
@@ -180,7 +162,7 @@ impl Indexes {
         &self,
         conn: &Connection,
         tenant: &str,
-    ) -> rusqlite::Result<std::sync::Arc<RwLock<TenantIndex>>> {
+    ) -> rusqlite::Result<Arc<RwLock<TenantIndex>>> {
         let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         {
             let mut known = self.data_version.lock().unwrap_or_else(|e| e.into_inner());
@@ -195,7 +177,7 @@ impl Indexes {
     }
 
     /// The tenant's index if this process holds it, for a write to update.
-    pub fn held(&self, tenant: &str) -> Option<std::sync::Arc<RwLock<TenantIndex>>> {
+    pub fn held(&self, tenant: &str) -> Option<Arc<RwLock<TenantIndex>>> {
         self.cache.held(tenant)
     }
 }

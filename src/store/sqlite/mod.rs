@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use cached::{Indexes, TenantIndex};
 
-use super::{Counts, MemoryStore, Remembered, StoreError};
+use super::{Candidates, Counts, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::keywords;
 use crate::memory::{
@@ -233,7 +233,7 @@ impl MemoryStore for SqliteStore {
                 dedup::NEIGHBOURS,
             );
             if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
-                return Ok(Remembered::AlreadyKnown(existing.memory.clone()));
+                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
             }
             let terms = keywords::terms(&memory.content);
             tx.execute(
@@ -297,6 +297,28 @@ impl MemoryStore for SqliteStore {
         let embedding = embedding.to_vec();
         self.search(tenant, move |index| {
             index.keyword_hits(&terms, &embedding, &visibility, k)
+        })
+        .await
+    }
+
+    async fn candidates(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        embedding: &[f32],
+        terms: &[String],
+        k: usize,
+    ) -> Result<Candidates, StoreError> {
+        let visibility = visibility.clone();
+        let terms = terms.to_vec();
+        let embedding = embedding.to_vec();
+        self.search(tenant, move |index| Candidates {
+            nearest: index.nearest(&embedding, &visibility, k),
+            by_words: if terms.is_empty() {
+                Vec::new()
+            } else {
+                index.keyword_hits(&terms, &embedding, &visibility, k)
+            },
         })
         .await
     }
@@ -465,7 +487,10 @@ mod tests {
             .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
             .await
             .unwrap();
-        found.into_iter().map(|h| h.memory.content).collect()
+        found
+            .into_iter()
+            .map(|h| h.memory.content.clone())
+            .collect()
     }
 
     async fn words(store: &super::SqliteStore, query: &str) -> usize {
