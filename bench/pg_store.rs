@@ -127,7 +127,7 @@ async fn main() {
                 let q = vector(10_000_000 + i as u64, dim);
                 let t = Instant::now();
                 let hits = store.nearest(&tenant, &everyone, &q, 30).await.unwrap();
-                let used: Vec<&Memory> = hits.iter().take(5).map(|h| &h.memory).collect();
+                let used: Vec<&Memory> = hits.iter().take(5).map(|h| &*h.memory).collect();
                 store
                     .record_access(&tenant, &everyone, &used, now_ms())
                     .await

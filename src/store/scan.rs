@@ -1,134 +1,202 @@
-//! The exact scan's inner loop, over vectors kept a second time as 8-bit integers with one
-//! scale per vector: a scan reads little but the vectors, so a quarter of f32's bytes is
-//! the speed that matters (at 10k memories of 384 values, 0.26 ms against 0.42 ms for half
-//! precision and 0.8 ms for f32 on the machine in BENCHMARKS.md). A coarse score only
-//! *selects*: `Coarse::radius` bounds how far it can be from the exact one, and a search
-//! rescores exactly (`store::dot64`) every memory whose bound reaches the k-th best, so its
-//! answer is the exact top k.
+//! The exact scan's inner loop, in integers: each stored vector is kept a second time as
+//! 8-bit integers with one scale, and the query as 16-bit integers with one scale. A scan
+//! reads little but the stored vectors, so a quarter of f32's bytes is most of its speed,
+//! and integer multiply-adds do 16 or 32 products an instruction (at 10k memories of 384
+//! values: 0.14–0.18 ms, against 0.42 ms for half precision and 0.8 ms for f32, on the
+//! machine in BENCHMARKS.md). The integer dot products are exact, so every CPU gets the
+//! same numbers; only the two roundings separate them from the real ones, and `radius`
+//! bounds how far that can move a cosine. A coarse score only *selects*: a search rescores
+//! exactly (`store::dot64`) every memory whose bound reaches the k-th best, so its answer
+//! is the exact top k.
 //!
-//! On x86-64 CPUs with AVX2 and FMA (checked once per scan, at run time, so one binary
-//! serves every CPU) the loop is written with their intrinsics: four independent
-//! accumulators, and one horizontal sum per vector.
+//! Kernels, chosen once per scan at run time so one binary serves every CPU: AVX-512 VNNI,
+//! AVX2, and a portable loop, all giving the same sums.
 
-/// A vector as 8-bit integers: `v ≈ scale × values`, each value within half a step of `v`'s.
-pub struct Coarse {
-    pub values: Vec<i8>,
-    pub scale: f32,
-    /// How far, relative to `v`'s norm, a coarse dot product of any query with `v` can be
-    /// from the exact one, divided by the query's norm.
-    pub radius: f64,
+/// Largest value a stored vector's integers reach.
+const ROW_STEPS: f32 = 127.0;
+
+/// Largest value a query's integers reach: 32767, or fewer for vectors so wide that a dot
+/// product could otherwise pass 2³¹ (past 4,228 values), so every sum fits 32 bits.
+fn query_steps(width: usize) -> f32 {
+    (f64::from(i32::MAX) / (f64::from(ROW_STEPS) * width.max(1) as f64))
+        .floor()
+        .min(32_767.0) as f32
 }
 
-impl Coarse {
-    /// `v` quantised, with the bound of its rounding. `length` is `v`'s norm. A vector with
-    /// a value beyond f32's range (or none but zeros) gets an infinite radius: only the
-    /// exact score can place it.
-    pub fn of(v: &[f32], length: f64) -> Coarse {
-        let largest = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let scale = largest / 127.0;
-        if !(scale.is_normal() && length.is_normal()) {
-            return Coarse {
-                values: vec![0; v.len()],
-                scale: 0.0,
-                radius: f64::INFINITY,
-            };
-        }
-        let values: Vec<i8> = v
-            .iter()
-            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
-            .collect();
-        // Cauchy–Schwarz: |e·x| ≤ |e||x|, e being what rounding took from `v`.
-        let rounding = v
-            .iter()
-            .zip(&values)
-            .map(|(x, q)| (f64::from(*x) - f64::from(*q) * f64::from(scale)).powi(2))
-            .sum::<f64>()
-            .sqrt();
-        // Plus a generous allowance for adding up in f32: the kernels keep at least eight
-        // running sums, so each sum's rounding stays far below 1e-4 of |q||x| at any
-        // width in use (|q| × scale ≤ |v| + rounding).
-        let radius = (rounding + 1e-4 * (length + rounding)) / length * 1.001 + 1e-6;
-        Coarse {
-            values,
-            scale,
-            radius,
-        }
+/// A vector as integers: `v ≈ scale × values`, each value within half a step of `v`'s.
+pub struct Coarse<T> {
+    pub values: Vec<T>,
+    pub scale: f32,
+    /// The rounding's norm relative to `v`'s (‖v − scale × values‖ / ‖v‖); infinite when
+    /// `v` has a value beyond f32's range or none but zeros, which only the exact score can
+    /// place.
+    pub rounding: f64,
+}
+
+impl Coarse<i8> {
+    /// A stored vector in 8 bits; `length` is its norm.
+    pub fn row(v: &[f32], length: f64) -> Coarse<i8> {
+        quantise(v, length, ROW_STEPS, |x| x as i8)
     }
 }
 
-/// `scores[i]` = the dot product of `query` with the `i`-th row of `rows` (`query.len()`
-/// values each), in the rows' units: times the row's scale, it approximates the dot
-/// product with the vector the row was made from.
-pub fn dot_all(rows: &[i8], query: &[f32], scores: &mut Vec<f32>) {
-    scores.clear();
+impl Coarse<i16> {
+    /// A query in 16 bits; `length` is its norm.
+    pub fn query(v: &[f32], length: f64) -> Coarse<i16> {
+        quantise(v, length, query_steps(v.len()), |x| x as i16)
+    }
+}
+
+fn quantise<T: Copy + Default + Into<f64>>(
+    v: &[f32],
+    length: f64,
+    steps: f32,
+    cast: impl Fn(f32) -> T,
+) -> Coarse<T> {
+    let largest = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let scale = largest / steps;
+    if !(scale.is_normal() && length.is_normal()) {
+        return Coarse {
+            values: vec![T::default(); v.len()],
+            scale: 0.0,
+            rounding: f64::INFINITY,
+        };
+    }
+    let values: Vec<T> = v
+        .iter()
+        .map(|x| cast((x / scale).round().clamp(-steps, steps)))
+        .collect();
+    // In f64 each step times the scale is exact, and so is its difference from the value.
+    let rounding = v
+        .iter()
+        .zip(&values)
+        .map(|(x, q)| (f64::from(*x) - (*q).into() * f64::from(scale)).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    Coarse {
+        values,
+        scale,
+        rounding: rounding / length,
+    }
+}
+
+/// How far a coarse cosine can be from the exact one, for a stored vector and a query with
+/// these relative roundings (`Coarse::rounding`). With v = a + e and x = b + f (a, b what
+/// the integers say): v·x − a·b = a·f + e·x, so |v·x − a·b| ≤ (‖v‖ + ‖e‖)‖f‖ + ‖e‖‖x‖.
+/// Divided by ‖v‖‖x‖ that is (1 + r)·q + r. The small margin covers f64's own rounding in
+/// the norms and the cosines.
+pub fn radius(row: f64, query: f64) -> f64 {
+    (row + (1.0 + row) * query) * (1.0 + 1e-9) + 1e-12
+}
+
+/// `dots[i]` = the dot product of `query` (from `Coarse::query`) with the `i`-th row of
+/// `rows` (`query.len()` values each), exactly.
+pub fn dot_all(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
+    dots.clear();
     if query.is_empty() {
         return;
     }
-    scores.reserve(rows.len() / query.len());
+    dots.reserve(rows.len() / query.len());
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features `avx2::dot_all` is compiled for.
-        unsafe { avx2::dot_all(rows, query, scores) };
-        return;
+    {
+        if std::is_x86_feature_detected!("avx512vnni") && std::is_x86_feature_detected!("avx512bw")
+        {
+            // SAFETY: the CPU has the features `x86::dot_all_vnni` is compiled for.
+            unsafe { x86::dot_all_vnni(rows, query, dots) };
+            return;
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has the feature `x86::dot_all_avx2` is compiled for.
+            unsafe { x86::dot_all_avx2(rows, query, dots) };
+            return;
+        }
     }
-    dot_all_portable(rows, query, scores);
+    dot_all_portable(rows, query, dots);
 }
 
-fn dot_all_portable(rows: &[i8], query: &[f32], scores: &mut Vec<f32>) {
+fn dot_all_portable(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
     for row in rows.chunks_exact(query.len()) {
-        let mut lanes = [0.0f32; 8];
-        let (r8, q8) = (row.chunks_exact(8), query.chunks_exact(8));
-        let tail: f32 = r8
-            .remainder()
-            .iter()
-            .zip(q8.remainder())
-            .map(|(r, q)| f32::from(*r) * q)
-            .sum();
-        for (r, q) in r8.zip(q8) {
-            for i in 0..8 {
-                lanes[i] += f32::from(r[i]) * q[i];
-            }
-        }
-        scores.push(lanes.iter().sum::<f32>() + tail);
+        dots.push(dot_portable(row, query));
     }
+}
+
+fn dot_portable(row: &[i8], query: &[i16]) -> i32 {
+    row.iter()
+        .zip(query)
+        .map(|(r, q)| i32::from(*r) * i32::from(*q))
+        .sum()
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+mod x86 {
     use std::arch::x86_64::*;
 
-    #[target_feature(enable = "avx2,fma")]
-    pub fn dot_all(rows: &[i8], query: &[f32], scores: &mut Vec<f32>) {
-        for row in rows.chunks_exact(query.len()) {
-            scores.push(dot(row, query));
+    use super::dot_portable;
+
+    /// The products past the last whole block of 64 (none at the usual widths).
+    #[inline(always)]
+    fn tail(row: &[i8], query: &[i16], body: usize) -> i32 {
+        if body == query.len() {
+            0
+        } else {
+            dot_portable(&row[body..], &query[body..])
         }
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    fn dot(row: &[i8], query: &[f32]) -> f32 {
-        let body = query.len() / 32 * 32;
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for start in (0..body).step_by(32) {
-            for (j, lane) in acc.iter_mut().enumerate() {
-                let at = start + 8 * j;
-                // SAFETY: `at + 8 <= body <= row.len() == query.len()`; unaligned loads.
-                unsafe {
-                    let bytes = _mm_loadl_epi64(row.as_ptr().add(at).cast::<__m128i>());
-                    let x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-                    let q = _mm256_loadu_ps(query.as_ptr().add(at));
-                    *lane = _mm256_fmadd_ps(x, q, *lane);
+    /// 32 products an instruction (16-bit pairs multiplied and added into 32-bit sums).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub fn dot_all_vnni(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
+        let width = query.len();
+        let body = width / 64 * 64;
+        for row in rows.chunks_exact(width) {
+            let mut acc = [_mm512_setzero_si512(); 2];
+            for start in (0..body).step_by(64) {
+                for (j, lane) in acc.iter_mut().enumerate() {
+                    let at = start + 32 * j;
+                    // SAFETY: `at + 32 <= body <= row.len() == query.len()`; unaligned loads.
+                    unsafe {
+                        let r =
+                            _mm512_cvtepi8_epi16(_mm256_loadu_si256(row.as_ptr().add(at).cast()));
+                        let q = _mm512_loadu_si512(query.as_ptr().add(at).cast());
+                        *lane = _mm512_dpwssd_epi32(*lane, r, q);
+                    }
                 }
             }
+            let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(acc[0], acc[1]));
+            dots.push(sum + tail(row, query, body));
         }
-        let tail: f32 = row[body..]
-            .iter()
-            .zip(&query[body..])
-            .map(|(r, q)| f32::from(*r) * q)
-            .sum();
-        let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let four = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
-        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-        _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two))) + tail
+    }
+
+    /// 16 products an instruction.
+    #[target_feature(enable = "avx2")]
+    pub fn dot_all_avx2(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
+        let width = query.len();
+        let body = width / 64 * 64;
+        for row in rows.chunks_exact(width) {
+            let mut acc = [_mm256_setzero_si256(); 4];
+            for start in (0..body).step_by(64) {
+                for (j, lane) in acc.iter_mut().enumerate() {
+                    let at = start + 16 * j;
+                    // SAFETY: `at + 16 <= body <= row.len() == query.len()`; unaligned loads.
+                    unsafe {
+                        let r = _mm256_cvtepi8_epi16(_mm_loadu_si128(row.as_ptr().add(at).cast()));
+                        let q = _mm256_loadu_si256(query.as_ptr().add(at).cast());
+                        *lane = _mm256_add_epi32(*lane, _mm256_madd_epi16(r, q));
+                    }
+                }
+            }
+            let sum = _mm256_add_epi32(
+                _mm256_add_epi32(acc[0], acc[1]),
+                _mm256_add_epi32(acc[2], acc[3]),
+            );
+            let four = _mm_add_epi32(
+                _mm256_castsi256_si128(sum),
+                _mm256_extracti128_si256(sum, 1),
+            );
+            let two = _mm_add_epi32(four, _mm_shuffle_epi32(four, 0b01_00_11_10));
+            let one = _mm_add_epi32(two, _mm_shuffle_epi32(two, 0b10_11_00_01));
+            dots.push(_mm_cvtsi128_si32(one) + tail(row, query, body));
+        }
     }
 }
 
@@ -141,44 +209,62 @@ mod tests {
     }
 
     #[test]
-    fn every_row_gets_its_dot_product_within_the_radius() {
-        for width in [1, 7, 8, 13, 33, 384, 1536] {
-            let query: Vec<f32> = (0..width).map(|i| (i as f32 * 0.37).sin()).collect();
+    fn every_row_gets_its_cosine_within_the_radius() {
+        for width in [1, 7, 8, 13, 33, 64, 100, 384, 1536] {
+            let query: Vec<f32> = (0..width).map(|i| (i as f32 * 0.37).sin() + 0.1).collect();
+            let coarse_query = Coarse::query(&query, norm(&query));
             for magnitude in [1e-30, 1e-3, 1.0, 1e3, 1e30] {
                 let rows: Vec<f32> = (0..3 * width)
                     .map(|i| (i as f32 * 0.11).cos() * magnitude)
                     .collect();
-                let coarse: Vec<Coarse> = rows
+                let coarse: Vec<Coarse<i8>> = rows
                     .chunks_exact(width)
-                    .map(|row| Coarse::of(row, norm(row)))
+                    .map(|row| Coarse::row(row, norm(row)))
                     .collect();
                 let values: Vec<i8> = coarse.iter().flat_map(|c| c.values.clone()).collect();
-                let mut scores = Vec::new();
-                dot_all(&values, &query, &mut scores);
+                let mut dots = Vec::new();
+                dot_all(&values, &coarse_query.values, &mut dots);
                 let mut portable = Vec::new();
-                dot_all_portable(&values, &query, &mut portable);
-                assert_eq!(scores.len(), 3);
+                dot_all_portable(&values, &coarse_query.values, &mut portable);
+                assert_eq!(dots, portable, "every kernel gives the same sums");
                 for (i, row) in rows.chunks_exact(width).enumerate() {
-                    let exact: f64 = row
+                    let exact = row
                         .iter()
                         .zip(&query)
                         .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                        .sum();
-                    let allowed = coarse[i].radius * norm(row) * norm(&query);
+                        .sum::<f64>()
+                        / (norm(row) * norm(&query));
+                    let coarse_cosine =
+                        dots[i] as f64 * f64::from(coarse[i].scale) * f64::from(coarse_query.scale)
+                            / (norm(row) * norm(&query));
+                    let allowed = radius(coarse[i].rounding, coarse_query.rounding);
                     assert!(
-                        coarse[i].radius < 0.02,
-                        "{width}, {magnitude}: {}",
-                        coarse[i].radius
+                        (coarse_cosine - exact).abs() <= allowed,
+                        "{width}, {magnitude}: {coarse_cosine} vs {exact} beyond {allowed}"
                     );
-                    for got in [scores[i], portable[i]] {
-                        let got = f64::from(got) * f64::from(coarse[i].scale);
-                        assert!(
-                            (got - exact).abs() <= allowed,
-                            "{width}, {magnitude}: {got} vs {exact} beyond {allowed}"
-                        );
-                    }
+                    assert!(
+                        allowed < 0.02,
+                        "{width}, {magnitude}: a useful bound, {allowed}"
+                    );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_largest_sums_fit() {
+        for width in [64, 384, 4228, 4229, 16_384] {
+            let rows = vec![-127i8; 2 * width];
+            let query = Coarse::query(&vec![-1.0; width], (width as f64).sqrt());
+            let mut dots = Vec::new();
+            dot_all(&rows, &query.values, &mut dots);
+            let steps = query_steps(width) as i64;
+            assert_eq!(
+                steps,
+                32_767.min(i64::from(i32::MAX) / (127 * width as i64))
+            );
+            assert_eq!(dots, [(width as i64 * 127 * steps) as i32; 2], "{width}");
+            assert!(query.rounding < 1e-6);
         }
     }
 
@@ -189,9 +275,10 @@ mod tests {
             vec![1.0, f32::INFINITY, 0.0, 2.0],
             vec![f32::NAN; 4],
         ] {
-            let coarse = Coarse::of(&v, norm(&v));
-            assert_eq!(coarse.radius, f64::INFINITY, "{v:?}");
+            let coarse = Coarse::row(&v, norm(&v));
+            assert_eq!(coarse.rounding, f64::INFINITY, "{v:?}");
             assert_eq!(coarse.values, [0; 4]);
+            assert_eq!(Coarse::query(&v, norm(&v)).rounding, f64::INFINITY);
         }
     }
 }

@@ -38,8 +38,8 @@ pub struct SearchIndex {
     norms: Vec<f32>,
     /// Each vector's sum of squares, as `cosine` adds it up.
     squares: Vec<f64>,
-    /// How far a coarse cosine may be from the exact one (`scan::Coarse::radius`).
-    radii: Vec<f64>,
+    /// How much of each vector its 8-bit copy misses (`scan::Coarse::rounding`).
+    roundings: Vec<f64>,
     /// Terms in each memory, repeats included (BM25's document length).
     lengths: Vec<u32>,
     words: HashMap<Box<str>, u32>,
@@ -70,7 +70,7 @@ impl SearchIndex {
             units: Vec::new(),
             norms: Vec::new(),
             squares: Vec::new(),
-            radii: Vec::new(),
+            roundings: Vec::new(),
             lengths: Vec::new(),
             words: HashMap::new(),
             postings: Vec::new(),
@@ -116,7 +116,7 @@ impl SearchIndex {
         let stored = &self.vectors[start..];
         let comparable = vector.len() == self.width;
         let sum = squares(stored);
-        let coarse = scan::Coarse::of(stored, sum.sqrt());
+        let coarse = scan::Coarse::row(stored, sum.sqrt());
         self.coarse.extend(&coarse.values);
         self.norms
             .push(if comparable { sum.sqrt() as f32 } else { 0.0 });
@@ -126,7 +126,7 @@ impl SearchIndex {
         } else {
             0.0
         });
-        self.radii.push(coarse.radius);
+        self.roundings.push(coarse.rounding);
         self.lengths
             .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
         let mut counted: Vec<(u32, u32)> = Vec::new();
@@ -193,7 +193,7 @@ impl SearchIndex {
         self.units.swap_remove(gone);
         self.norms.swap_remove(gone);
         self.squares.swap_remove(gone);
-        self.radii.swap_remove(gone);
+        self.roundings.swap_remove(gone);
         self.lengths.swap_remove(gone);
         self.distinct.swap_remove(gone);
         Some(gone)
@@ -243,9 +243,11 @@ impl SearchIndex {
         let seen = self.seen_by(visibility);
         let query_squares = squares(query);
         // In f64: the product of two f32 norms can leave f32's range.
-        let per_norm = 1.0 / query_squares.sqrt();
+        let query_norm = query_squares.sqrt();
+        let coarse_query = scan::Coarse::query(query, query_norm);
+        let per_query = f64::from(coarse_query.scale) / query_norm;
         let mut dots = Vec::new();
-        scan::dot_all(&self.coarse, query, &mut dots);
+        scan::dot_all(&self.coarse, &coarse_query.values, &mut dots);
         // The least of the k best lower ends so far: it only rises, and a memory whose upper
         // end is below it can never be among the k (a zero vector, or a query of zeros,
         // gets no finite interval and is always scored).
@@ -253,9 +255,10 @@ impl SearchIndex {
         let mut floor = f64::NEG_INFINITY;
         let mut reaching: Vec<(usize, f64)> = Vec::new();
         for (i, dot) in dots.iter().enumerate() {
-            let cosine = f64::from(*dot) * self.units[i] * per_norm;
-            let (low, high) = if cosine.is_finite() {
-                (cosine - self.radii[i], cosine + self.radii[i])
+            let cosine = *dot as f64 * self.units[i] * per_query;
+            let radius = scan::radius(self.roundings[i], coarse_query.rounding);
+            let (low, high) = if cosine.is_finite() && radius.is_finite() {
+                (cosine - radius, cosine + radius)
             } else {
                 (f64::NEG_INFINITY, f64::INFINITY)
             };
