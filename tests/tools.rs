@@ -509,6 +509,8 @@ async fn a_failing_embedding_service_is_a_readable_tool_error() {
 async fn every_kind_of_embedding_failure_is_named_and_never_leaks_the_key() {
     let s = TestServer::start().await;
     let zero = format!("{{\"data\":[{{\"embedding\":{:?}}}]}}", vec![0.0; 64]);
+    // Beyond f32's range: infinite once narrowed.
+    let huge = format!("{{\"data\":[{{\"embedding\":{:?}}}]}}", vec![1e300; 64]);
     let cases = [
         ("not json", "the embedding service returned invalid JSON"),
         (
@@ -524,8 +526,16 @@ async fn every_kind_of_embedding_failure_is_named_and_never_leaks_the_key() {
             "the embedding service returned a response with no embedding in it",
         ),
         (
+            "{\"data\":[{\"embedding\":[0.5,\"x\"]}]}",
+            "the embedding service returned a response with no embedding in it",
+        ),
+        (
             zero.as_str(),
             "the embedding service returned an all-zero vector",
+        ),
+        (
+            huge.as_str(),
+            "the embedding service returned a non-finite vector component",
         ),
     ];
     for (body, expected) in cases {

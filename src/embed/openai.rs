@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{EmbedError, Embedder, check_vector};
+use super::{EmbedError, Embedder, check_values, check_vector};
 
 const TIMEOUT_MS: u64 = 10_000;
 /// How much of an error body the agent gets to see.
@@ -55,6 +55,15 @@ impl Embedder for OpenAiEmbedder {
                 body: (!excerpt.trim().is_empty()).then_some(excerpt),
             });
         }
+        // The usual answer, read straight into numbers: a tree of `Value`s for every
+        // number costs more than the rest of the request. Any other shape takes the checks
+        // of `check_vector`, which say what was wrong.
+        if let Ok(Answer { data }) = serde_json::from_str::<Answer>(&body)
+            && let Some(first) = data.into_iter().next()
+        {
+            let vector = first.embedding.into_iter().map(|x| x as f32).collect();
+            return check_values(vector, &self.model, self.dimension);
+        }
         let json: serde_json::Value =
             serde_json::from_str(&body).map_err(|_| EmbedError::InvalidJson)?;
         check_vector(
@@ -71,6 +80,16 @@ impl Embedder for OpenAiEmbedder {
     fn describe(&self) -> String {
         format!("openai:{}, {}d", self.model, self.dimension)
     }
+}
+
+#[derive(serde::Deserialize)]
+struct Answer {
+    data: Vec<Embedding>,
+}
+
+#[derive(serde::Deserialize)]
+struct Embedding {
+    embedding: Vec<f64>,
 }
 
 fn transport_error(e: reqwest::Error) -> EmbedError {

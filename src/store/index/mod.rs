@@ -49,6 +49,9 @@ pub struct SearchIndex {
     distinct: Vec<Box<[u32]>>,
 }
 
+/// A keyword match: its position, its exact similarity to the query, and its BM25 score.
+pub type WordMatch = (usize, f64, f64);
+
 /// What the index needs of a memory besides its vector and terms.
 pub struct Entry<'a> {
     pub id: &'a str,
@@ -248,23 +251,32 @@ impl SearchIndex {
         let per_query = f64::from(coarse_query.scale) / query_norm;
         let mut dots = Vec::new();
         scan::dot_all(&self.coarse, &coarse_query.values, &mut dots);
+        let radius = |i: usize| scan::radius(self.roundings[i], coarse_query.rounding);
+        let cosine = |i: usize| f64::from(dots[i]) * self.units[i] * per_query;
+        // Every upper end first, in plain arithmetic the compiler vectorises; a NaN (a
+        // query of zeros) is never below anything, so it is kept.
+        let highs: Vec<f64> = (dots.iter().zip(&self.units).zip(&self.roundings))
+            .map(|((dot, unit), rounding)| {
+                f64::from(*dot) * unit * per_query + scan::radius(*rounding, coarse_query.rounding)
+            })
+            .collect();
         // The least of the k best lower ends so far: it only rises, and a memory whose upper
-        // end is below it can never be among the k (a zero vector, or a query of zeros,
-        // gets no finite interval and is always scored).
+        // end is below it can never be among the k. Intervals are worked out in full only
+        // for the memories that reach it (a zero vector, or a query of zeros, gets no finite
+        // interval and is always scored).
         let mut best: BinaryHeap<Reverse<Low>> = BinaryHeap::with_capacity(k + 1);
         let mut floor = f64::NEG_INFINITY;
         let mut reaching: Vec<(usize, f64)> = Vec::new();
-        for (i, dot) in dots.iter().enumerate() {
-            let cosine = *dot as f64 * self.units[i] * per_query;
-            let radius = scan::radius(self.roundings[i], coarse_query.rounding);
+        for (i, high) in highs.iter().enumerate() {
+            if *high < floor || !seen(i) {
+                continue;
+            }
+            let (cosine, radius) = (cosine(i), radius(i));
             let (low, high) = if cosine.is_finite() && radius.is_finite() {
                 (cosine - radius, cosine + radius)
             } else {
                 (f64::NEG_INFINITY, f64::INFINITY)
             };
-            if high < floor || !seen(i) {
-                continue;
-            }
             reaching.push((i, high));
             if best.len() < k {
                 best.push(Reverse(Low(low)));
@@ -288,6 +300,33 @@ impl SearchIndex {
         nearest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         nearest.truncate(k);
         nearest
+    }
+
+    /// A recall's two searches (`MemoryStore::candidates`): the `k` nearest to `query`, and
+    /// the `k` best keyword matches for `terms` as (position, similarity, score). A memory
+    /// found both ways is scored exactly once.
+    pub fn candidates(
+        &self,
+        query: &[f32],
+        terms: &[String],
+        visibility: &Visibility,
+        k: usize,
+    ) -> (Vec<(usize, f64)>, Vec<WordMatch>) {
+        let nearest = self.nearest(query, visibility, k);
+        let mut known = nearest.clone();
+        known.sort_unstable_by_key(|(i, _)| *i);
+        let by_words = self
+            .keyword_matches(terms, visibility, k)
+            .into_iter()
+            .map(|(i, score)| {
+                let similarity = match known.binary_search_by_key(&i, |(p, _)| *p) {
+                    Ok(at) => known[at].1,
+                    Err(_) => self.similarity(i, query),
+                };
+                (i, similarity, score)
+            })
+            .collect();
+        (nearest, by_words)
     }
 
     /// The `k` visible memories best matching `query` (distinct terms from

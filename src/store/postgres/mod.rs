@@ -498,9 +498,15 @@ impl MemoryStore for PostgresStore {
     ) -> Result<Candidates, StoreError> {
         let found = self
             .search(tenant, |s| {
+                let (nearest, by_words) = s.candidates(embedding, terms, visibility, k);
+                let id = |i: usize| s.id(i).to_owned();
                 [
-                    nearest_found(s, embedding, visibility, k),
-                    keyword_found(s, terms, embedding, visibility, k),
+                    (nearest.into_iter())
+                        .map(|(i, similarity)| (id(i), similarity, 0.0))
+                        .collect(),
+                    (by_words.into_iter())
+                        .map(|(i, similarity, score)| (id(i), similarity, score))
+                        .collect(),
                 ]
             })
             .await?;

@@ -11,6 +11,7 @@ use rusqlite::{Connection, params};
 use super::{COLUMNS, from_blob, memory_from_row};
 use crate::keywords;
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
+use crate::store::Candidates;
 use crate::store::index::cache::{Cache, Weigh};
 use crate::store::index::{Entry, SearchIndex};
 
@@ -97,6 +98,28 @@ impl TenantIndex {
             .into_iter()
             .map(|found| self.hit(found))
             .collect()
+    }
+
+    /// Both of a recall's searches (`SearchIndex::candidates`).
+    pub fn candidates(
+        &self,
+        query_terms: &[String],
+        embedding: &[f32],
+        visibility: &Visibility,
+        k: usize,
+    ) -> Candidates {
+        let (nearest, by_words) = self
+            .search
+            .candidates(embedding, query_terms, visibility, k);
+        Candidates {
+            nearest: nearest.into_iter().map(|found| self.hit(found)).collect(),
+            by_words: (by_words.into_iter())
+                .map(|(i, similarity, score)| KeywordHit {
+                    hit: self.hit((i, similarity)),
+                    score,
+                })
+                .collect(),
+        }
     }
 
     /// The `k` visible memories best matching `query_terms` by BM25, best first, with

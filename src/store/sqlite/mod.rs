@@ -312,13 +312,8 @@ impl MemoryStore for SqliteStore {
         let visibility = visibility.clone();
         let terms = terms.to_vec();
         let embedding = embedding.to_vec();
-        self.search(tenant, move |index| Candidates {
-            nearest: index.nearest(&embedding, &visibility, k),
-            by_words: if terms.is_empty() {
-                Vec::new()
-            } else {
-                index.keyword_hits(&terms, &embedding, &visibility, k)
-            },
+        self.search(tenant, move |index| {
+            index.candidates(&terms, &embedding, &visibility, k)
         })
         .await
     }
