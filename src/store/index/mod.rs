@@ -225,6 +225,41 @@ impl SearchIndex {
         self.exact(position, query, squares(query))
     }
 
+    /// `similarity` of each of `positions`, in order. The vectors are scattered through
+    /// memory: each is asked for a few ahead of its turn, so their reads overlap instead of
+    /// each waiting on the last.
+    fn exact_all(&self, positions: &[usize], query: &[f32]) -> Vec<f64> {
+        const AHEAD: usize = 4;
+        let query_squares = squares(query);
+        for i in positions.iter().take(AHEAD) {
+            self.prefetch(*i);
+        }
+        (0..positions.len())
+            .map(|j| {
+                if let Some(ahead) = positions.get(j + AHEAD) {
+                    self.prefetch(*ahead);
+                }
+                self.exact(positions[j], query, query_squares)
+            })
+            .collect()
+    }
+
+    /// Asks the CPU to bring the vector at `position` into its cache; a hint, nothing more.
+    fn prefetch(&self, position: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(vector) = self
+            .vectors
+            .get(position * self.width..(position + 1) * self.width)
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            // Every 64-byte line of the vector.
+            for line in vector.chunks(16) {
+                // SAFETY: a prefetch never faults; the address is inside `vectors` anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+            }
+        }
+    }
+
     /// `similarity`, with the query's sum of squares worked out once.
     fn exact(&self, position: usize, query: &[f32], query_squares: f64) -> f64 {
         // Norm 0: a zero vector or one of another width, both 0 to `cosine` too.
@@ -291,11 +326,12 @@ impl SearchIndex {
                 floor = best.peek().map_or(floor, |least| least.0.0);
             }
         }
-        let mut nearest: Vec<(usize, f64)> = reaching
-            .into_iter()
+        let candidates: Vec<usize> = (reaching.into_iter())
             .filter(|(_, high)| *high >= floor)
-            .map(|(i, _)| (i, self.exact(i, query, query_squares)))
+            .map(|(i, _)| i)
             .collect();
+        let similarities = self.exact_all(&candidates, query);
+        let mut nearest: Vec<(usize, f64)> = candidates.into_iter().zip(similarities).collect();
         // Equal similarities in position order, so the answer does not depend on the sort.
         nearest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         nearest.truncate(k);
@@ -313,18 +349,19 @@ impl SearchIndex {
         k: usize,
     ) -> (Vec<(usize, f64)>, Vec<WordMatch>) {
         let nearest = self.nearest(query, visibility, k);
+        let matches = self.keyword_matches(terms, visibility, k);
+        // Every match's similarity, by position: from `nearest`, or scored now.
         let mut known = nearest.clone();
         known.sort_unstable_by_key(|(i, _)| *i);
-        let by_words = self
-            .keyword_matches(terms, visibility, k)
-            .into_iter()
-            .map(|(i, score)| {
-                let similarity = match known.binary_search_by_key(&i, |(p, _)| *p) {
-                    Ok(at) => known[at].1,
-                    Err(_) => self.similarity(i, query),
-                };
-                (i, similarity, score)
-            })
+        let unknown: Vec<usize> = (matches.iter())
+            .map(|(i, _)| *i)
+            .filter(|i| known.binary_search_by_key(i, |(p, _)| *p).is_err())
+            .collect();
+        let scored = self.exact_all(&unknown, query);
+        known.extend(unknown.into_iter().zip(scored));
+        known.sort_unstable_by_key(|(i, _)| *i);
+        let by_words = (matches.into_iter())
+            .map(|(i, score)| (i, known[known.partition_point(|(p, _)| *p < i)].1, score))
             .collect();
         (nearest, by_words)
     }
