@@ -18,7 +18,9 @@
 //! `LOAD_QUICK=1` runs one second per run at concurrency 8 only (a smoke test of the bench);
 //! `LOAD_ONLY=1x10000w384,model` runs only the shapes named (tenants x memories w width), and
 //! `LOAD_CONCURRENCY=1,8` only those client counts; `LOAD_SECONDS=20` measures each run for
-//! that long (for a profiler to attach).
+//! that long (for a profiler to attach); `LOAD_BINARY=/path/to/mcp-memory` runs another
+//! build of the server (to compare two builds in alternating runs: the server starts with
+//! only the environment the bench gives it).
 //! Results: bench/results/load.json, and a Markdown table on stdout.
 
 mod corpus;

@@ -4,7 +4,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const BINARY: &str = env!("CARGO_BIN_EXE_mcp-memory");
+/// This build's binary; `LOAD_BINARY` names another, to compare two builds under one bench.
+const BINARY: &str = env!("CARGO_BIN_EXE_mcp-memory");
 /// Linux's USER_HZ on every architecture Rust targets here (`getconf CLK_TCK`).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -23,7 +24,8 @@ impl Server {
             .unwrap()
             .port();
         let began = Instant::now();
-        let mut child = Command::new(BINARY)
+        let binary = std::env::var("LOAD_BINARY").unwrap_or_else(|_| BINARY.to_owned());
+        let mut child = Command::new(binary)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("HOST", "127.0.0.1")

@@ -99,7 +99,9 @@ pub fn dot_all(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
     dots.reserve(rows.len() / query.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512vnni") && std::is_x86_feature_detected!("avx512bw")
+        if std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vnni")
         {
             // SAFETY: the CPU has the features `x86::dot_all_vnni` is compiled for.
             unsafe { x86::dot_all_vnni(rows, query, dots) };
