@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::{Connection, params};
 
-use super::{COLUMNS, from_blob, memory_from_row};
+use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::keywords;
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::store::Candidates;
@@ -30,7 +30,7 @@ impl TenantIndex {
             memories: Vec::new(),
         };
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS}, embedding, terms FROM memories WHERE tenant_id = ?1"
+            "SELECT {COLUMNS}, m.embedding, m.terms FROM {MEMORIES} WHERE m.tenant_id = ?1"
         ))?;
         let mut rows = stmt.query(params![tenant])?;
         while let Some(row) = rows.next()? {

@@ -4,7 +4,8 @@
 //! depends on). Searches (the scan and keyword matching) answer from an in-memory index of
 //! each tenant (`cached.rs`), built from the file, with visibility applied there; listing and
 //! counting stay in SQL, visibility in the statement. Each row keeps the terms `keywords`
-//! makes, so every script matches by its words. Content is write-once; only counters change.
+//! makes, so every script matches by its words. Content is write-once; only counters change,
+//! in a table of their own (`memory_uses`).
 
 mod cached;
 
@@ -46,12 +47,33 @@ CREATE INDEX IF NOT EXISTS memories_recent_idx
   ON memories (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS memories_type_recent_idx
   ON memories (tenant_id, memory_type, created_at DESC, id DESC);
+-- Each memory's uses since this table came, apart from the memory: counting a use rewrites
+-- this small row, where an update of `memories` rewrote the memory with its embedding (a
+-- third of the recall throughput at 10k memories, BENCHMARKS.md). The columns in `memories`
+-- keep what older releases counted, and still count what they count; a memory's count is
+-- the sum of both, its last use the later (`COLUMNS`).
+CREATE TABLE IF NOT EXISTS memory_uses (
+  tenant_id        TEXT NOT NULL,
+  id               TEXT NOT NULL,
+  access_count     INTEGER NOT NULL DEFAULT 0,
+  last_accessed_at INTEGER,
+  PRIMARY KEY (tenant_id, id)
+) WITHOUT ROWID;
+-- Whoever deletes a memory (an older release too), its uses go with it.
+CREATE TRIGGER IF NOT EXISTS memory_uses_follow_deletes AFTER DELETE ON memories BEGIN
+  DELETE FROM memory_uses WHERE tenant_id = OLD.tenant_id AND id = OLD.id;
+END;
 ";
 
 /// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
-const COLUMNS: &str = "id, content, memory_type, category, tags, created_at, scope, conversation, \
-                       trust_base, access_count, last_accessed_at";
+/// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables.
+const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
+     m.conversation, m.trust_base, m.access_count + coalesce(u.access_count, 0), \
+     max(coalesce(m.last_accessed_at, u.last_accessed_at), \
+         coalesce(u.last_accessed_at, m.last_accessed_at))";
+const MEMORIES: &str =
+    "memories m LEFT JOIN memory_uses u ON u.tenant_id = m.tenant_id AND u.id = m.id";
 
 pub struct SqliteStore {
     path: PathBuf,
@@ -330,9 +352,9 @@ impl MemoryStore for SqliteStore {
         let memory_type = memory_type.map(MemoryType::as_str);
         self.with_conn(move |conn, _| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM memories WHERE tenant_id = ?1 AND {VISIBLE} \
-                 AND (?3 IS NULL OR memory_type = ?3) \
-                 ORDER BY created_at DESC, id DESC LIMIT ?4"
+                "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
+                 AND (?3 IS NULL OR m.memory_type = ?3) \
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT ?4"
             ))?;
             stmt.query_map(
                 params![tenant, seen, memory_type, limit as i64],
@@ -405,9 +427,12 @@ impl MemoryStore for SqliteStore {
             let tx = conn.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(&format!(
-                    "UPDATE memories SET access_count = access_count + 1, \
-                     last_accessed_at = max(coalesce(last_accessed_at, ?4), ?4) \
-                     WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"
+                    "INSERT INTO memory_uses (tenant_id, id, access_count, last_accessed_at) \
+                     SELECT tenant_id, id, 1, ?4 FROM memories \
+                     WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3 \
+                     ON CONFLICT (tenant_id, id) DO UPDATE SET \
+                     access_count = access_count + 1, \
+                     last_accessed_at = max(coalesce(last_accessed_at, ?4), ?4)"
                 ))?;
                 for id in &ids {
                     stmt.execute(params![tenant, seen, id, at])?;
@@ -538,6 +563,59 @@ mod tests {
         assert_eq!(nearest(&b).await, ["first"], "b sees a's forget");
         assert_eq!(words(&a, "second").await + words(&b, "second").await, 0);
         assert_eq!(words(&b, "first").await, 1);
+    }
+
+    /// Uses counted in the row (as older releases do) add to those counted now, a reopened
+    /// file's index reads the same, and the uses leave with their memory.
+    #[tokio::test]
+    async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let (acme, everyone) = (tenant("acme"), seen_from(None));
+        let m = store_one(
+            &store,
+            "acme",
+            note("use pnpm", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        super::lock(&store.conn)
+            .unwrap()
+            .execute(
+                "UPDATE memories SET access_count = access_count + 2, last_accessed_at = ?2 \
+                 WHERE id = ?1",
+                rusqlite::params![m.id, T0 + 50],
+            )
+            .unwrap();
+        store
+            .record_access(&acme, &everyone, &[&m], T0 + 10)
+            .await
+            .unwrap();
+        store
+            .record_access(&acme, &everyone, &[&m], T0 + 20)
+            .await
+            .unwrap();
+        let listed = store.list(&acme, &everyone, None, 5).await.unwrap();
+        assert_eq!(
+            (listed[0].access_count, listed[0].last_accessed_at),
+            (4, Some(T0 + 50))
+        );
+        let reopened = super::SqliteStore::open(&path, 8).unwrap();
+        let hits = reopened
+            .nearest(&acme, &everyone, &direction(0, 0.0), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            (hits[0].memory.access_count, hits[0].memory.last_accessed_at),
+            (4, Some(T0 + 50))
+        );
+        assert!(reopened.delete(&acme, &everyone, &m.id).await.unwrap());
+        let uses: i64 = super::lock(&store.conn)
+            .unwrap()
+            .query_row("SELECT count(*) FROM memory_uses", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(uses, 0);
     }
 
     /// A file written before keyword recall existed gets its words at the next boot.
