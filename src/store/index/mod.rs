@@ -119,13 +119,14 @@ impl SearchIndex {
         let stored = &self.vectors[start..];
         let comparable = vector.len() == self.width;
         let sum = squares(stored);
-        let coarse = scan::Coarse::row(stored, sum.sqrt());
+        let length = sum.sqrt();
+        let coarse = scan::Coarse::row(stored, length);
         self.coarse.extend(&coarse.values);
         self.norms
-            .push(if comparable { sum.sqrt() as f32 } else { 0.0 });
+            .push(if comparable { length as f32 } else { 0.0 });
         self.squares.push(sum);
         self.units.push(if comparable {
-            f64::from(coarse.scale) / sum.sqrt()
+            f64::from(coarse.scale) / length
         } else {
             0.0
         });
@@ -286,13 +287,20 @@ impl SearchIndex {
         let per_query = f64::from(coarse_query.scale) / query_norm;
         let mut dots = Vec::new();
         scan::dot_all(&self.coarse, &coarse_query.values, &mut dots);
-        let radius = |i: usize| scan::radius(self.roundings[i], coarse_query.rounding);
-        let cosine = |i: usize| f64::from(dots[i]) * self.units[i] * per_query;
+        // A memory's coarse cosine and how far the exact one can be from it, from its dot
+        // product, unit and rounding; both passes below use it, so they agree to the bit.
+        let estimate = |dot: i32, unit: f64, rounding: f64| {
+            (
+                f64::from(dot) * unit * per_query,
+                scan::radius(rounding, coarse_query.rounding),
+            )
+        };
         // Every upper end first, in plain arithmetic the compiler vectorises; a NaN (a
         // query of zeros) is never below anything, so it is kept.
         let highs: Vec<f64> = (dots.iter().zip(&self.units).zip(&self.roundings))
             .map(|((dot, unit), rounding)| {
-                f64::from(*dot) * unit * per_query + scan::radius(*rounding, coarse_query.rounding)
+                let (cosine, radius) = estimate(*dot, *unit, *rounding);
+                cosine + radius
             })
             .collect();
         // The least of the k best lower ends so far: it only rises, and a memory whose upper
@@ -306,7 +314,7 @@ impl SearchIndex {
             if *high < floor || !seen(i) {
                 continue;
             }
-            let (cosine, radius) = (cosine(i), radius(i));
+            let (cosine, radius) = estimate(dots[i], self.units[i], self.roundings[i]);
             let (low, high) = if cosine.is_finite() && radius.is_finite() {
                 (cosine - radius, cosine + radius)
             } else {
@@ -339,8 +347,7 @@ impl SearchIndex {
     }
 
     /// A recall's two searches (`MemoryStore::candidates`): the `k` nearest to `query`, and
-    /// the `k` best keyword matches for `terms` as (position, similarity, score). A memory
-    /// found both ways is scored exactly once.
+    /// `keyword_hits`. A memory found both ways is scored exactly once.
     pub fn candidates(
         &self,
         query: &[f32],
@@ -350,8 +357,31 @@ impl SearchIndex {
     ) -> (Vec<(usize, f64)>, Vec<WordMatch>) {
         let nearest = self.nearest(query, visibility, k);
         let matches = self.keyword_matches(terms, visibility, k);
-        // Every match's similarity, by position: from `nearest`, or scored now.
-        let mut known = nearest.clone();
+        let by_words = self.with_similarity(matches, query, nearest.clone());
+        (nearest, by_words)
+    }
+
+    /// The `k` best keyword matches (`keyword_matches`), each with its exact similarity to
+    /// `query`.
+    pub fn keyword_hits(
+        &self,
+        terms: &[String],
+        query: &[f32],
+        visibility: &Visibility,
+        k: usize,
+    ) -> Vec<WordMatch> {
+        let matches = self.keyword_matches(terms, visibility, k);
+        self.with_similarity(matches, query, Vec::new())
+    }
+
+    /// `matches` with each one's similarity: from `known` (position, similarity) when it
+    /// is there, scored now otherwise.
+    fn with_similarity(
+        &self,
+        matches: Vec<(usize, f64)>,
+        query: &[f32],
+        mut known: Vec<(usize, f64)>,
+    ) -> Vec<WordMatch> {
         known.sort_unstable_by_key(|(i, _)| *i);
         let unknown: Vec<usize> = (matches.iter())
             .map(|(i, _)| *i)
@@ -360,10 +390,9 @@ impl SearchIndex {
         let scored = self.exact_all(&unknown, query);
         known.extend(unknown.into_iter().zip(scored));
         known.sort_unstable_by_key(|(i, _)| *i);
-        let by_words = (matches.into_iter())
+        (matches.into_iter())
             .map(|(i, score)| (i, known[known.partition_point(|(p, _)| *p < i)].1, score))
-            .collect();
-        (nearest, by_words)
+            .collect()
     }
 
     /// The `k` visible memories best matching `query` (distinct terms from

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use cached::{Indexes, TenantIndex, Versioned};
 
-use super::index::{Entry, SearchIndex};
+use super::index::{Entry, SearchIndex, WordMatch};
 use super::{Candidates, Counts, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::keywords;
@@ -159,28 +159,20 @@ fn nearest_found(
     visibility: &Visibility,
     k: usize,
 ) -> Found {
-    search
-        .nearest(embedding, visibility, k)
-        .into_iter()
+    nearest_ids(search, search.nearest(embedding, visibility, k))
+}
+
+/// Nearest positions as a search answer (ids, with no keyword score).
+fn nearest_ids(search: &SearchIndex, nearest: Vec<(usize, f64)>) -> Found {
+    (nearest.into_iter())
         .map(|(i, similarity)| (search.id(i).to_owned(), similarity, 0.0))
         .collect()
 }
 
-/// The best keyword matches as a search answer, each with its similarity.
-fn keyword_found(
-    search: &SearchIndex,
-    terms: &[String],
-    embedding: &[f32],
-    visibility: &Visibility,
-    k: usize,
-) -> Found {
-    search
-        .keyword_matches(terms, visibility, k)
-        .into_iter()
-        .map(|(i, score)| {
-            let similarity = search.similarity(i, embedding);
-            (search.id(i).to_owned(), similarity, score)
-        })
+/// Keyword matches as a search answer.
+fn match_ids(search: &SearchIndex, matches: Vec<WordMatch>) -> Found {
+    (matches.into_iter())
+        .map(|(i, similarity, score)| (search.id(i).to_owned(), similarity, score))
         .collect()
 }
 
@@ -481,7 +473,7 @@ impl MemoryStore for PostgresStore {
         }
         let found = self
             .search(tenant, |s| {
-                keyword_found(s, terms, embedding, visibility, k)
+                match_ids(s, s.keyword_hits(terms, embedding, visibility, k))
             })
             .await?;
         let [by_words] = found_rows(&self.pool, tenant, visibility, [found]).await?;
@@ -499,15 +491,7 @@ impl MemoryStore for PostgresStore {
         let found = self
             .search(tenant, |s| {
                 let (nearest, by_words) = s.candidates(embedding, terms, visibility, k);
-                let id = |i: usize| s.id(i).to_owned();
-                [
-                    (nearest.into_iter())
-                        .map(|(i, similarity)| (id(i), similarity, 0.0))
-                        .collect(),
-                    (by_words.into_iter())
-                        .map(|(i, similarity, score)| (id(i), similarity, score))
-                        .collect(),
-                ]
+                [nearest_ids(s, nearest), match_ids(s, by_words)]
             })
             .await?;
         let [nearest, by_words] = found_rows(&self.pool, tenant, visibility, found).await?;

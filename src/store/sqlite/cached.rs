@@ -13,7 +13,7 @@ use crate::keywords;
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::store::Candidates;
 use crate::store::index::cache::{Cache, Weigh};
-use crate::store::index::{Entry, SearchIndex};
+use crate::store::index::{Entry, SearchIndex, WordMatch};
 
 pub(super) struct TenantIndex {
     search: SearchIndex,
@@ -113,12 +113,7 @@ impl TenantIndex {
             .candidates(embedding, query_terms, visibility, k);
         Candidates {
             nearest: nearest.into_iter().map(|found| self.hit(found)).collect(),
-            by_words: (by_words.into_iter())
-                .map(|(i, similarity, score)| KeywordHit {
-                    hit: self.hit((i, similarity)),
-                    score,
-                })
-                .collect(),
+            by_words: by_words.into_iter().map(|m| self.word_hit(m)).collect(),
         }
     }
 
@@ -131,14 +126,19 @@ impl TenantIndex {
         visibility: &Visibility,
         k: usize,
     ) -> Vec<KeywordHit> {
-        self.search
-            .keyword_matches(query_terms, visibility, k)
-            .into_iter()
-            .map(|(i, score)| KeywordHit {
-                hit: self.hit((i, self.search.similarity(i, embedding))),
-                score,
-            })
-            .collect()
+        (self
+            .search
+            .keyword_hits(query_terms, embedding, visibility, k))
+        .into_iter()
+        .map(|m| self.word_hit(m))
+        .collect()
+    }
+
+    fn word_hit(&self, (position, similarity, score): WordMatch) -> KeywordHit {
+        KeywordHit {
+            hit: self.hit((position, similarity)),
+            score,
+        }
     }
 }
 
