@@ -14,6 +14,7 @@ use std::time::Instant;
 use mcp_memory::config::Config;
 use mcp_memory::memory::{Conversation, NewMemory, Scope, Tenant, Visibility, new_id, now_ms};
 use mcp_memory::memory::{Memory, MemoryType};
+use mcp_memory::search::Query;
 use mcp_memory::store::{self, MemoryStore};
 use sqlx::Connection;
 
@@ -126,7 +127,16 @@ async fn main() {
             for i in 0..OPS {
                 let q = vector(10_000_000 + i as u64, dim);
                 let t = Instant::now();
-                let hits = store.nearest(&tenant, &everyone, &q, 30).await.unwrap();
+                let by_meaning = Query {
+                    vector: &q,
+                    terms: &[],
+                    k: 30,
+                };
+                let hits = store
+                    .search(&tenant, &everyone, &by_meaning)
+                    .await
+                    .unwrap()
+                    .nearest;
                 let used: Vec<&Memory> = hits.iter().take(5).map(|h| &*h.memory).collect();
                 store
                     .record_access(&tenant, &everyone, &used, now_ms())
@@ -150,7 +160,7 @@ async fn main() {
                 let v = vector(20_000_000 + i as u64, dim);
                 let t = Instant::now();
                 store
-                    .remember(&tenant, memory, &v, &everyone)
+                    .remember(&tenant, &everyone, memory, &v)
                     .await
                     .unwrap();
                 remember.push(t.elapsed().as_secs_f64() * 1e3);

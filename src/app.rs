@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::metrics::{Metrics, TimedEmbedder, TimedStore};
-use crate::store::{self, StoreError};
-use crate::tools::Memories;
-use crate::{docs, embed};
+use crate::docs;
+use crate::embed::{self, TimedEmbedder};
+use crate::metrics::Metrics;
+use crate::store::{self, StoreError, TimedStore};
+use crate::tools::ToolService;
 
 /// The Cargo features of this build, as `build_info` reports them.
 const FEATURES: &[&str] = &[
@@ -37,7 +38,7 @@ pub enum BootError {
 
 /// Everything a request needs, shared by all requests.
 pub struct App {
-    pub memories: Memories,
+    pub tools: ToolService,
     pub metrics: Arc<Metrics>,
     pub api_key: Option<String>,
     pub allowed_origins: Vec<String>,
@@ -48,14 +49,18 @@ impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
     pub async fn build(config: Config) -> Result<App, BootError> {
-        let embedder =
-            embed::build(&config.embedder, config.store.is_s3()).map_err(BootError::Embedder)?;
+        let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
         let store = store::open(&config.store, embedder.dimension())
             .await
             .map_err(BootError::Store)?;
+        let embedder = if store.width_fixed_by_index() {
+            embed::explained_by_index(embedder)
+        } else {
+            embedder
+        };
         let metrics = Arc::new(Metrics::new(config.metrics_tenant_label, FEATURES));
         Ok(App {
-            memories: Memories::new(
+            tools: ToolService::new(
                 Arc::new(TimedStore {
                     inner: store,
                     metrics: Arc::clone(&metrics),
@@ -80,8 +85,8 @@ impl App {
     pub fn describe(&self) -> String {
         format!(
             "store: {} ({})",
-            self.memories.store.describe(),
-            self.memories.embedder.describe()
+            self.tools.store.describe(),
+            self.tools.embedder.describe()
         )
     }
 }

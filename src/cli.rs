@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::app::App;
 use crate::config::{Config, VARIABLES};
-use crate::mcp::{SERVER_NAME, SERVER_VERSION};
 use crate::memory::{Tenant, Visibility};
+use crate::{SERVER_NAME, SERVER_VERSION};
 
 pub enum Command {
     Serve,
@@ -83,8 +83,8 @@ pub async fn check_config() -> ExitCode {
         Err(code) => return code,
     };
     println!("{}", app.describe());
-    let memories = &app.memories;
-    if let Err(e) = memories
+    let service = &app.tools;
+    if let Err(e) = service
         .embedder
         .embed("mcp-memory configuration check")
         .await
@@ -95,7 +95,7 @@ pub async fn check_config() -> ExitCode {
     println!("embedder: answered");
     let probe = Tenant::new_unchecked("mcp-memory-check".into());
     let everyone = Visibility { conversation: None };
-    if let Err(e) = memories.store.count_by_type(&probe, &everyone).await {
+    if let Err(e) = service.store.count_by_type(&probe, &everyone).await {
         eprintln!("the store does not answer: {e}");
         return ExitCode::FAILURE;
     }

@@ -3,66 +3,12 @@
 //! store/embed constructors are the only places that know which features were compiled in.
 
 use std::net::IpAddr;
+
+use crate::docs::KnowledgeBase;
+use crate::embed::Settings as EmbedderConfig;
+use crate::store::Settings;
 #[cfg(any(feature = "sqlite", feature = "local"))]
 use std::path::PathBuf;
-
-/// Which store serves this process.
-pub enum StoreConfig {
-    #[cfg(feature = "sqlite")]
-    Sqlite { path: PathBuf },
-    /// The URL holds credentials: never print it.
-    #[cfg(feature = "postgres")]
-    Postgres {
-        url: String,
-        pool: crate::store::postgres::PoolSettings,
-    },
-    #[cfg(feature = "s3")]
-    S3(crate::store::s3::S3Settings),
-}
-
-impl StoreConfig {
-    /// The S3 store: its counters read `STATS_*`, and its index's width was fixed when the
-    /// index was created outside the server.
-    pub fn is_s3(&self) -> bool {
-        match self {
-            #[cfg(feature = "s3")]
-            StoreConfig::S3(_) => true,
-            #[allow(unreachable_patterns)] // in a build whose only store is S3
-            _ => false,
-        }
-    }
-}
-
-/// The Bedrock Knowledge Base `search_docs` reads; only ever set in builds with `kb`.
-#[derive(Debug, Clone)]
-pub struct KnowledgeBase {
-    pub id: String,
-    pub region: String,
-}
-
-/// Which embedder serves this process.
-pub enum EmbedderConfig {
-    #[cfg(feature = "openai")]
-    OpenAi {
-        base_url: String,
-        api_key: String,
-        model: String,
-        dimension: usize,
-    },
-    /// A sentence-transformers model directory; the width defaults to the model's.
-    #[cfg(feature = "local")]
-    Local {
-        model_dir: PathBuf,
-        dimension: Option<usize>,
-    },
-    /// Credentials come from the default chain (the pod's role), never from here.
-    #[cfg(feature = "bedrock")]
-    Bedrock {
-        region: String,
-        model: String,
-        dimension: usize,
-    },
-}
 
 /// No `Debug`: it holds the API keys.
 pub struct Config {
@@ -71,7 +17,7 @@ pub struct Config {
     pub api_key: Option<String>,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
-    pub store: StoreConfig,
+    pub store: Settings,
     pub embedder: EmbedderConfig,
     pub knowledge_base: Option<KnowledgeBase>,
     pub min_similarity: f64,
@@ -313,7 +259,7 @@ fn store(
     get: &impl Fn(&str) -> Option<String>,
     region: &str,
     warnings: &mut Vec<String>,
-) -> Result<StoreConfig, String> {
+) -> Result<Settings, String> {
     if let Some(url) = get("DATABASE_URL") {
         for name in ["VECTOR_BUCKET", "STATE_BUCKET"] {
             if get(name).is_some() {
@@ -328,7 +274,7 @@ fn store(
                 );
             }
             #[cfg(feature = "sqlite")]
-            return Ok(StoreConfig::Sqlite {
+            return Ok(Settings::Sqlite {
                 path: PathBuf::from(path),
             });
             #[cfg(not(feature = "sqlite"))]
@@ -364,7 +310,7 @@ fn s3(
     region: &str,
     vector_bucket: String,
     state_bucket: String,
-) -> Result<StoreConfig, String> {
+) -> Result<Settings, String> {
     let vector_index = get("VECTOR_INDEX").unwrap_or_else(|| "memories".into());
     for (name, value) in [
         ("VECTOR_BUCKET", &vector_bucket),
@@ -387,7 +333,7 @@ fn s3(
         Some(raw) => positive(&raw, "STATS_COMPACT_THRESHOLD")?,
     };
     let force_path_style = flag(get, "S3_FORCE_PATH_STYLE")?;
-    Ok(StoreConfig::S3(crate::store::s3::S3Settings {
+    Ok(Settings::S3(crate::store::s3::S3Settings {
         vector_bucket,
         vector_index,
         state_bucket,
@@ -404,7 +350,7 @@ fn s3(
     _: &str,
     _: String,
     _: String,
-) -> Result<StoreConfig, String> {
+) -> Result<Settings, String> {
     Err(unavailable(
         "VECTOR_BUCKET and STATE_BUCKET select the S3 store",
         "s3",
@@ -462,7 +408,7 @@ fn knowledge_base(
 }
 
 #[cfg(feature = "postgres")]
-fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<StoreConfig, String> {
+fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
     let max_connections = match get("DATABASE_POOL_SIZE") {
         None => 10,
         Some(raw) => positive(&raw, "DATABASE_POOL_SIZE")?
@@ -473,7 +419,7 @@ fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<StoreC
         None => 10_000,
         Some(raw) => positive(&raw, "DATABASE_STATEMENT_TIMEOUT_MS")? as u64,
     };
-    Ok(StoreConfig::Postgres {
+    Ok(Settings::Postgres {
         url,
         pool: crate::store::postgres::PoolSettings {
             max_connections,
@@ -483,7 +429,7 @@ fn postgres(url: String, get: &impl Fn(&str) -> Option<String>) -> Result<StoreC
 }
 
 #[cfg(not(feature = "postgres"))]
-fn postgres(_: String, _: &impl Fn(&str) -> Option<String>) -> Result<StoreConfig, String> {
+fn postgres(_: String, _: &impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
     Err(unavailable("DATABASE_URL selects PostgreSQL", "postgres"))
 }
 
@@ -649,7 +595,7 @@ mod tests {
             (model.as_str(), dimension),
             ("text-embedding-3-small", 1536)
         );
-        let StoreConfig::Sqlite { path } = c.store else {
+        let Settings::Sqlite { path } = c.store else {
             panic!("not the SQLite store");
         };
         assert_eq!(path, PathBuf::from("/tmp/m.db"));
@@ -813,7 +759,7 @@ mod tests {
             ("EMBEDDING_API_KEY", "k"),
         ];
         let c = load(&s3).unwrap();
-        let StoreConfig::S3(settings) = &c.store else {
+        let Settings::S3(settings) = &c.store else {
             panic!("not the S3 store");
         };
         assert_eq!(
@@ -840,7 +786,7 @@ mod tests {
             .concat(),
         )
         .unwrap();
-        let StoreConfig::S3(settings) = &tuned.store else {
+        let Settings::S3(settings) = &tuned.store else {
             panic!("not the S3 store");
         };
         assert_eq!(

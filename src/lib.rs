@@ -1,5 +1,6 @@
 //! mcp-memory: an MCP server that gives an agent platform's projects a memory that
-//! outlives a run. See DESIGN.md for the layout; each module's own docs say what it owns.
+//! outlives a run. docs/architecture.md describes the layers; each module's own docs say
+//! what it owns.
 
 pub mod app;
 #[cfg(any(feature = "s3", feature = "bedrock", feature = "kb"))]
@@ -11,12 +12,17 @@ pub mod dedup;
 pub mod docs;
 pub mod embed;
 pub mod http;
-pub mod keywords;
 pub mod log;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod ranking;
+pub mod search;
 pub mod shutdown;
 pub mod store;
 pub mod tools;
+
+/// The server's name, as `serverInfo` and `--version` give it.
+pub const SERVER_NAME: &str = env!("CARGO_PKG_NAME");
+/// The one version of the server: Cargo.toml's.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

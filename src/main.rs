@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcp_memory::cli::{self, Command};
-use mcp_memory::mcp::{SERVER_NAME, SERVER_VERSION};
+use mcp_memory::{SERVER_NAME, SERVER_VERSION};
 use mcp_memory::{http, log, shutdown};
 
 #[tokio::main]
@@ -70,12 +70,13 @@ async fn serve() -> ExitCode {
         // Requests still running at the deadline are abandoned; the flush must happen.
         _ = async { stopping.notified().await; tokio::time::sleep(shutdown::DRAIN_DEADLINE).await } => {}
     }
-    if let Err(e) = app.memories.store.flush().await {
+    if let Err(e) = app.tools.store.flush().await {
         log::error(
             "stats_final_flush_failed",
             &e.to_string(),
             &log::Fields::default(),
         );
     }
+    app.tools.store.close().await;
     ExitCode::SUCCESS
 }

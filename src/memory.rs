@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 /// What kind of knowledge a memory holds. The declaration order is the canonical order
 /// used everywhere (e.g. the stats breakdown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MemoryType {
     Project,
     Pattern,
@@ -23,7 +24,10 @@ impl MemoryType {
         MemoryType::Conversation,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// Every type's name, in canonical order.
+    pub const NAMES: [&'static str; 4] = names!(MemoryType, 4);
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             MemoryType::Project => "project",
             MemoryType::Pattern => "pattern",
@@ -55,14 +59,18 @@ impl fmt::Display for MemoryType {
 }
 
 /// Who may see a memory: the whole project, or only the conversation that wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Scope {
     Project,
     Conversation,
 }
 
 impl Scope {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [Scope; 2] = [Scope::Project, Scope::Conversation];
+    pub const NAMES: [&'static str; 2] = names!(Scope, 2);
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Scope::Project => "project",
             Scope::Conversation => "conversation",
@@ -70,15 +78,26 @@ impl Scope {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "project" => Some(Scope::Project),
-            "conversation" => Some(Scope::Conversation),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 
-/// A validated tenant name (BEHAVIOR.md §2.1). Only `context` constructs one from a header.
+/// `T::ALL`'s names, in order, as a constant: for schemas and messages that list a domain
+/// type's values.
+macro_rules! names {
+    ($t:ty, $n:literal) => {{
+        let mut out = [""; $n];
+        let mut i = 0;
+        while i < $n {
+            out[i] = <$t>::ALL[i].as_str();
+            i += 1;
+        }
+        out
+    }};
+}
+pub(crate) use names;
+
+/// A validated tenant name (docs/behavior.md#identity). Only `context` constructs one from a header.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tenant(String);
 
@@ -93,7 +112,7 @@ impl Tenant {
     }
 }
 
-/// A validated conversation id (BEHAVIOR.md §2.2).
+/// A validated conversation id (docs/behavior.md#identity).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Conversation(String);
 
@@ -108,7 +127,7 @@ impl Conversation {
 }
 
 /// What one request may see: the project's memories, plus its own conversation's notes
-/// when it is in a conversation. The single definition of visibility (BEHAVIOR.md §1.2).
+/// when it is in a conversation. The single definition of visibility (docs/behavior.md#visibility).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Visibility {
     pub conversation: Option<Conversation>,
@@ -125,7 +144,7 @@ impl Visibility {
         }
     }
 
-    /// Dedup candidates for a write of `scope` (DESIGN.md Q11): a project-scoped write is
+    /// Dedup candidates for a write of `scope` (docs/behavior.md#duplicates): a project-scoped write is
     /// compared only with project memories, so a conversation's private note can never
     /// swallow a fact meant for the whole project.
     pub fn for_dedup(&self, scope: Scope) -> Visibility {

@@ -22,7 +22,8 @@ const TRUST_WEIGHT: f64 = 0.1;
 const HIGH_CONFIDENCE_MULTIPLE: f64 = 3.0;
 
 /// How close and how many: the three recall modes of BEHAVIOR.md §4.1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RecallMode {
     Precision,
     Balanced,
@@ -38,16 +39,14 @@ struct Weights {
 }
 
 impl RecallMode {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "precision" => Some(RecallMode::Precision),
-            "balanced" => Some(RecallMode::Balanced),
-            "exploratory" => Some(RecallMode::Exploratory),
-            _ => None,
-        }
-    }
+    pub const ALL: [RecallMode; 3] = [
+        RecallMode::Precision,
+        RecallMode::Balanced,
+        RecallMode::Exploratory,
+    ];
+    pub const NAMES: [&'static str; 3] = crate::memory::names!(RecallMode, 3);
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             RecallMode::Precision => "precision",
             RecallMode::Balanced => "balanced",

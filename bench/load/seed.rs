@@ -120,9 +120,7 @@ pub async fn postgres(url: &str, rows: impl Iterator<Item = Row>, width: usize) 
             format!("[{}]", parts.join(","))
         }))
         .bind(batch.iter().map(|r| r.access_count).collect::<Vec<i64>>())
-        .bind(column(&|r| {
-            mcp_memory::keywords::terms(&r.content).join(" ")
-        }))
+        .bind(column(&|r| mcp_memory::search::terms(&r.content).join(" ")))
         .execute(&mut conn)
         .await
         .unwrap();

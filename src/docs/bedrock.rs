@@ -1,4 +1,4 @@
-//! Bedrock Agent Runtime `Retrieve` over one knowledge base (BEHAVIOR.md §6.4).
+//! Bedrock Agent Runtime `Retrieve` over one knowledge base (docs/behavior.md#search_docs).
 
 use async_trait::async_trait;
 use aws_sdk_bedrockagentruntime::types::{
@@ -6,8 +6,8 @@ use aws_sdk_bedrockagentruntime::types::{
 };
 use tokio::sync::OnceCell;
 
+use super::KnowledgeBase;
 use super::{DocsError, Excerpt, Library};
-use crate::config::KnowledgeBase;
 
 pub struct KnowledgeBaseLibrary {
     id: String,
@@ -116,9 +116,6 @@ mod tests {
             region: "us-east-1".into(),
         });
         let err = missing.search("refunds", 3).await.unwrap_err().to_string();
-        assert!(
-            err.starts_with("the knowledge base could not be searched — ResourceNotFoundException"),
-            "{err}"
-        );
+        assert!(err.starts_with("ResourceNotFoundException"), "{err}");
     }
 }

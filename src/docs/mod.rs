@@ -1,12 +1,10 @@
-//! The documentation library behind `search_docs` (BEHAVIOR.md §3.8, §6.4): excerpts from a
+//! The documentation library behind `search_docs` (docs/behavior.md#search_docs): excerpts from a
 //! Bedrock Knowledge Base shared by every tenant. The knowledge base embeds the query
 //! itself, so the memory embedder plays no part.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-
-use crate::config::KnowledgeBase;
 
 #[cfg(feature = "kb")]
 mod bedrock;
@@ -21,8 +19,17 @@ pub struct Excerpt {
     pub score: Option<f64>,
 }
 
+/// The Bedrock Knowledge Base `search_docs` reads; only ever set in builds with `kb`.
+#[derive(Debug, Clone)]
+pub struct KnowledgeBase {
+    pub id: String,
+    pub region: String,
+}
+
+/// Why the library could not be searched, as the service said it; the tool layer says
+/// what failed around it.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
-#[error("the knowledge base could not be searched — {0}")]
+#[error("{0}")]
 pub struct DocsError(pub String);
 
 #[async_trait]

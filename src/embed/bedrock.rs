@@ -197,7 +197,7 @@ mod tests {
             (norm - 1.0).abs() < 1e-4,
             "normalised at the source: {norm}"
         );
-        let cos = |x: &[f32], y: &[f32]| crate::store::cosine(x, y);
+        let cos = |x: &[f32], y: &[f32]| crate::search::cosine(x, y);
         assert!(cos(&a, &b) > cos(&a, &c));
         assert_eq!(
             titan.describe(),

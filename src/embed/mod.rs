@@ -5,14 +5,39 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::config::EmbedderConfig;
-
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 #[cfg(feature = "local")]
 pub mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
+mod timed;
+
+pub use timed::TimedEmbedder;
+
+/// Which embedder serves this process, as the configuration chose it.
+pub enum Settings {
+    #[cfg(feature = "openai")]
+    OpenAi {
+        base_url: String,
+        api_key: String,
+        model: String,
+        dimension: usize,
+    },
+    /// A sentence-transformers model directory; the width defaults to the model's.
+    #[cfg(feature = "local")]
+    Local {
+        model_dir: std::path::PathBuf,
+        dimension: Option<usize>,
+    },
+    /// Credentials come from the default chain (the pod's role), never from here.
+    #[cfg(feature = "bedrock")]
+    Bedrock {
+        region: String,
+        model: String,
+        dimension: usize,
+    },
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EmbedError {
@@ -82,21 +107,11 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Builds the configured embedder: loads a local model (refusing a bad model directory by
-/// the file that is wrong), and never touches the network. `fixed_index` says the store's
-/// width was fixed when its index was created, which is how a mismatch is then explained.
-pub fn build(config: &EmbedderConfig, fixed_index: bool) -> Result<Arc<dyn Embedder>, String> {
-    let embedder = provider(config)?;
-    Ok(if fixed_index {
-        Arc::new(FixedIndex(embedder))
-    } else {
-        embedder
-    })
-}
-
-fn provider(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
-    match *config {
+/// the file that is wrong), and never touches the network.
+pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
+    match *settings {
         #[cfg(feature = "openai")]
-        EmbedderConfig::OpenAi {
+        Settings::OpenAi {
             ref base_url,
             ref api_key,
             ref model,
@@ -105,12 +120,12 @@ fn provider(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
             base_url, api_key, model, dimension,
         ))),
         #[cfg(feature = "local")]
-        EmbedderConfig::Local {
+        Settings::Local {
             ref model_dir,
             dimension,
         } => Ok(Arc::new(local::LocalEmbedder::load(model_dir, dimension)?)),
         #[cfg(feature = "bedrock")]
-        EmbedderConfig::Bedrock {
+        Settings::Bedrock {
             ref region,
             ref model,
             dimension,
@@ -120,7 +135,12 @@ fn provider(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>, String> {
     }
 }
 
-/// Explains a width mismatch in terms of the vector index (BEHAVIOR.md §6.3, S3 wording).
+/// `embedder`, explaining a width mismatch in terms of a vector index whose width was fixed
+/// when it was created (`MemoryStore::width_fixed_by_index`).
+pub fn explained_by_index(embedder: Arc<dyn Embedder>) -> Arc<dyn Embedder> {
+    Arc::new(FixedIndex(embedder))
+}
+
 struct FixedIndex(Arc<dyn Embedder>);
 
 #[async_trait]

@@ -1,4 +1,4 @@
-//! MCP over Streamable HTTP, stateless, both protocol eras on one endpoint (MCP.md).
+//! MCP over Streamable HTTP, stateless, both protocol eras on one endpoint (docs/behavior.md#protocol).
 //!
 //! A request whose `params._meta` claims a protocol version is served under 2026-07-28
 //! with its header checks; everything else is the legacy `initialize` era. Every request
@@ -12,11 +12,9 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::context::Identity;
-use crate::tools::{self, Memories, ToolResult};
+use crate::tools::{self, ToolResult, ToolService};
+use crate::{SERVER_NAME, SERVER_VERSION};
 use jsonrpc::{Reply, code};
-
-pub const SERVER_NAME: &str = "mcp-memory";
-pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 const MODERN: &str = "2026-07-28";
 const LEGACY: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -35,7 +33,7 @@ fn server_info() -> Value {
 
 /// Answers one POSTed JSON-RPC message.
 pub async fn handle(
-    memories: &Memories,
+    service: &ToolService,
     headers: &HeaderMap,
     identity: &Identity,
     body: &[u8],
@@ -115,11 +113,11 @@ pub async fn handle(
             return request.error(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH,
                 "MCP-Protocol-Version 2026-07-28 has no initialize; send server/discover with _meta instead");
         }
-        return legacy(memories, identity, &request).await;
+        return legacy(service, identity, &request).await;
     }
     if claim.is_some() {
         return modern(
-            memories,
+            service,
             identity,
             &request,
             meta.unwrap_or(&empty),
@@ -132,7 +130,7 @@ pub async fn handle(
             "Invalid params: a 2026-07-28 request needs the _meta envelope with io.modelcontextprotocol/protocolVersion"),
         Some(v) if !LEGACY.contains(&v) => request.error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST,
             &format!("Bad Request: unsupported MCP-Protocol-Version \"{v}\"")),
-        _ => legacy(memories, identity, &request).await,
+        _ => legacy(service, identity, &request).await,
     }
 }
 
@@ -177,7 +175,7 @@ fn decode_name(raw: &str) -> Option<String> {
     }
 }
 
-async fn legacy(memories: &Memories, identity: &Identity, request: &Request<'_>) -> Reply {
+async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_>) -> Reply {
     if request.id.is_none() {
         return Reply::accepted();
     }
@@ -198,8 +196,8 @@ async fn legacy(memories: &Memories, identity: &Identity, request: &Request<'_>)
             }))
         }
         "ping" => request.result(json!({})),
-        "tools/list" => request.result(json!({"tools": memories.tool_list()})),
-        "tools/call" => match call_tool(memories, identity, request).await {
+        "tools/list" => request.result(json!({"tools": service.tool_list()})),
+        "tools/call" => match call_tool(service, identity, request).await {
             Ok(result) => request.result(tool_result(&result)),
             Err(reply) => reply,
         },
@@ -212,9 +210,9 @@ async fn legacy(memories: &Memories, identity: &Identity, request: &Request<'_>)
 }
 
 /// The 2026-07-28 era, with the header checks in the order the conformance suite expects
-/// (MCP.md §4.2).
+/// (docs/behavior.md#protocol).
 async fn modern(
-    memories: &Memories,
+    service: &ToolService,
     identity: &Identity,
     request: &Request<'_>,
     meta: &Map<String, Value>,
@@ -300,8 +298,8 @@ async fn modern(
             "cacheScope": "public",
         }),
         // The catalogue is the same for every caller, so a shared cache may keep it.
-        "tools/list" => json!({"tools": memories.tool_list(), "ttlMs": 0, "cacheScope": "public"}),
-        "tools/call" => match call_tool(memories, identity, request).await {
+        "tools/list" => json!({"tools": service.tool_list(), "ttlMs": 0, "cacheScope": "public"}),
+        "tools/call" => match call_tool(service, identity, request).await {
             Ok(result) => tool_result(&result),
             Err(reply) => return reply,
         },
@@ -319,7 +317,7 @@ async fn modern(
 }
 
 async fn call_tool(
-    memories: &Memories,
+    service: &ToolService,
     identity: &Identity,
     request: &Request<'_>,
 ) -> Result<ToolResult, Reply> {
@@ -330,7 +328,7 @@ async fn call_tool(
             "Invalid params: tools/call needs a tool name",
         ));
     };
-    Ok(tools::call(memories, name, request.params.get("arguments"), identity).await)
+    Ok(tools::call(service, name, request.params.get("arguments"), identity).await)
 }
 
 fn tool_result(result: &ToolResult) -> Value {
@@ -343,11 +341,6 @@ fn tool_result(result: &ToolResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_server_name_is_the_crate_name() {
-        assert_eq!(SERVER_NAME, env!("CARGO_PKG_NAME"));
-    }
 
     /// Cargo.toml is the version's one source: the lock file must agree (a release bumps
     /// both), and no file that ships states another one.

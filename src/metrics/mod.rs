@@ -4,15 +4,11 @@
 //! trait's operations. A tenant label is added to tool calls only when the operator opts in
 //! (`METRICS_TENANT_LABEL=true`), since every tenant then becomes a series of its own.
 
-mod timed;
-
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-
-pub use timed::{TimedEmbedder, TimedStore};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 13] = [
@@ -148,7 +144,7 @@ impl Metrics {
             out,
             "# HELP mcp_memory_build_info The running build.\n# TYPE mcp_memory_build_info gauge\n\
              mcp_memory_build_info{{version=\"{}\",features=\"{}\"}} 1",
-            crate::mcp::SERVER_VERSION,
+            crate::SERVER_VERSION,
             self.features
         );
         let _ = writeln!(

@@ -5,10 +5,11 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Counts, MemoryStore, Remembered, StoreError, best_first, cosine, keep_nearest};
+use super::{Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
-use crate::keywords::{self, Corpus, Scorer};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::search::bm25::{Corpus, Scorer};
+use crate::search::{self, Query, best_first, cosine};
 
 #[derive(Default)]
 pub struct InMemoryStore {
@@ -32,6 +33,49 @@ impl InMemoryStore {
         nearest.reverse();
         nearest
     }
+
+    /// BM25 over every visible memory, terms made on the fly: the reference the indexed
+    /// stores must agree with.
+    fn keyword_hits_locked(
+        rows: &[(Tenant, Memory, Vec<f32>)],
+        tenant: &Tenant,
+        visibility: &Visibility,
+        query: &Query<'_>,
+    ) -> Vec<KeywordHit> {
+        if query.terms.is_empty() {
+            return Vec::new();
+        }
+        let visible: Vec<&(Tenant, Memory, Vec<f32>)> = rows
+            .iter()
+            .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
+            .collect();
+        let all_terms: Vec<(String, Vec<String>)> = visible
+            .iter()
+            .map(|(_, m, _)| (m.id.clone(), search::terms(&m.content)))
+            .collect();
+        let average_terms = all_terms.iter().map(|(_, t)| t.len() as f64).sum::<f64>()
+            / all_terms.len().max(1) as f64;
+        let matches: Vec<(String, Vec<String>)> = all_terms
+            .into_iter()
+            .filter(|(_, t)| t.iter().any(|w| query.terms.contains(w)))
+            .collect();
+        let matches: Vec<(String, &[String])> = matches
+            .iter()
+            .map(|(id, t)| (id.clone(), t.as_slice()))
+            .collect();
+        let best = best_matches(
+            query.terms,
+            &matches,
+            visible.len() as u64,
+            average_terms,
+            query.k,
+        );
+        let found = visible
+            .iter()
+            .map(|(_, m, e)| Hit::new(m.clone(), cosine(query.vector, e)))
+            .collect();
+        in_score_order(best, found)
+    }
 }
 
 #[async_trait]
@@ -39,9 +83,9 @@ impl MemoryStore for InMemoryStore {
     async fn remember(
         &self,
         tenant: &Tenant,
+        dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
         let mut rows = self.rows.lock().expect("lock");
         let neighbours =
@@ -54,54 +98,17 @@ impl MemoryStore for InMemoryStore {
         Ok(Remembered::Stored(memory))
     }
 
-    /// BM25 over every visible memory, terms made on the fly: the reference the indexed
-    /// stores must agree with.
-    async fn keyword_hits(
+    async fn search(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        terms: &[String],
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<KeywordHit>, StoreError> {
+        query: &Query<'_>,
+    ) -> Result<Matches, StoreError> {
         let rows = self.rows.lock().expect("lock");
-        let visible: Vec<&(Tenant, Memory, Vec<f32>)> = rows
-            .iter()
-            .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
-            .collect();
-        let all_terms: Vec<(String, Vec<String>)> = visible
-            .iter()
-            .map(|(_, m, _)| (m.id.clone(), keywords::terms(&m.content)))
-            .collect();
-        let average_terms = all_terms.iter().map(|(_, t)| t.len() as f64).sum::<f64>()
-            / all_terms.len().max(1) as f64;
-        let matches: Vec<(String, Vec<String>)> = all_terms
-            .into_iter()
-            .filter(|(_, t)| t.iter().any(|w| terms.contains(w)))
-            .collect();
-        let matches: Vec<(String, &[String])> = matches
-            .iter()
-            .map(|(id, t)| (id.clone(), t.as_slice()))
-            .collect();
-        let best = best_matches(terms, &matches, visible.len() as u64, average_terms, k);
-        let found = visible
-            .iter()
-            .map(|(_, m, e)| Hit::new(m.clone(), cosine(embedding, e)))
-            .collect();
-        Ok(in_score_order(best, found))
-    }
-
-    async fn nearest(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<Hit>, StoreError> {
-        let rows = self.rows.lock().expect("lock");
-        Ok(Self::nearest_locked(
-            &rows, tenant, visibility, embedding, k,
-        ))
+        Ok(Matches {
+            nearest: Self::nearest_locked(&rows, tenant, visibility, query.vector, query.k),
+            by_words: Self::keyword_hits_locked(&rows, tenant, visibility, query),
+        })
     }
 
     async fn list(
@@ -227,6 +234,35 @@ fn in_score_order(best: Vec<(impl AsRef<str>, f64)>, found: Vec<Hit>) -> Vec<Key
 
 #[cfg(test)]
 mod tests {
-    super::super::suite::store_suite!(super::InMemoryStore::default());
-    super::super::suite::keyword_suite!(crate::store::in_memory::InMemoryStore::default());
+    use std::sync::Arc;
+
+    use super::InMemoryStore;
+    use crate::metrics::Metrics;
+    use crate::store::{TimedStore, suite};
+
+    #[tokio::test]
+    async fn the_shared_suite() {
+        suite::run(|| async { InMemoryStore::default() }).await;
+        suite::run_keywords(|| async { InMemoryStore::default() }).await;
+    }
+
+    /// The decorator passes every behaviour through unchanged, and times each call.
+    #[tokio::test]
+    async fn the_shared_suite_through_the_timing_decorator() {
+        let metrics = Arc::new(Metrics::new(false, &[]));
+        let timed = || async {
+            TimedStore {
+                inner: Arc::new(InMemoryStore::default()),
+                metrics: Arc::clone(&metrics),
+            }
+        };
+        suite::run(timed).await;
+        suite::run_keywords(timed).await;
+        let text = metrics.render();
+        for operation in ["remember", "candidates", "list", "delete", "record_access"] {
+            let count =
+                format!("mcp_memory_store_duration_seconds_count{{operation=\"{operation}\"}}");
+            assert!(text.contains(&count), "{operation} was not timed:\n{text}");
+        }
+    }
 }

@@ -1,7 +1,39 @@
-//! The behaviours every store must show, written once and run against each backend:
-//! `store_suite!(expr)` expands to one test per behaviour, each on a fresh store from `expr`.
+//! The behaviours every store must show, written once as plain functions of a store and
+//! run against every backend and every decorator (as object_store's `integration.rs`
+//! does): `run` calls each on a fresh store, `run_keywords` the ones of a store with a
+//! text index.
 
-use crate::memory::{Conversation, MemoryType, NewMemory, Scope, Tenant, Visibility};
+use std::future::Future;
+
+use super::{MemoryStore, Remembered, StoreError};
+use crate::memory::{
+    Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
+};
+use crate::search::{Query, query_terms};
+
+/// Every behaviour of `store_suite`, each on a fresh store from `make`.
+pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
+    a_stored_memory_comes_back_whole(&make().await).await;
+    nearest_finds_the_closest_k(&make().await).await;
+    words_never_change_what_meaning_finds(&make().await).await;
+    tenants_never_see_each_other(&make().await).await;
+    conversation_notes_stay_in_their_conversation(&make().await).await;
+    a_near_verbatim_repeat_is_already_known(&make().await).await;
+    dedup_respects_scope_and_conversation(&make().await).await;
+    listing_is_newest_first_filtered_and_filled_past_hidden_notes(&make().await).await;
+    counts_are_by_type_in_canonical_order(&make().await).await;
+    accesses_are_counted_and_keep_the_latest_time(&make().await).await;
+    delete_removes_exactly_one_memory(&make().await).await;
+}
+
+/// Keyword recall, for the stores that index words (S3 does not).
+pub async fn run_keywords<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
+    a_search_finds_by_meaning_and_by_words(&make().await).await;
+    words_find_what_meaning_does_not(&make().await).await;
+    korean_and_english_match_by_word(&make().await).await;
+    words_never_cross_tenants_or_conversations(&make().await).await;
+    rare_words_count_more_and_forgotten_memories_are_gone(&make().await).await;
+}
 
 pub fn tenant(name: &str) -> Tenant {
     Tenant::new_unchecked(name.into())
@@ -34,646 +66,703 @@ pub fn direction(axis: usize, tilt: f32) -> Vec<f32> {
     v
 }
 
-macro_rules! store_suite {
-    ($make:expr) => {
-        use $crate::memory::{MemoryType, Scope};
-        use $crate::store::suite::{direction, note, seen_from, tenant};
-        use $crate::store::{MemoryStore, Remembered};
-
-        const T0: i64 = 1_780_000_000_000;
-
-        async fn store_one(
-            store: &dyn MemoryStore,
-            who: &str,
-            memory: $crate::memory::NewMemory,
-            embedding: &[f32],
-        ) -> $crate::memory::Memory {
-            let seen =
-                seen_from(memory.conversation.as_ref().map(|c| c.as_str())).for_dedup(memory.scope);
-            match store
-                .remember(&tenant(who), memory, embedding, &seen)
-                .await
-                .unwrap()
-            {
-                Remembered::Stored(m) => m,
-                other => panic!("expected a write, got {other:?}"),
-            }
-        }
-
-        #[tokio::test]
-        async fn a_stored_memory_comes_back_whole() {
-            let store = $make;
-            let mut m = note("  Use pnpm, not npm  ", T0, Scope::Project, Some("chat:1"));
-            m.memory_type = MemoryType::Pattern;
-            m.category = Some("convention".into());
-            m.tags = vec!["build".into(), "배포".into()];
-            let stored = store_one(&store, "acme", m.clone(), &direction(0, 0.0)).await;
-            assert_eq!(stored, m.clone().into_memory());
-            let hits = store
-                .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
-                .await
-                .unwrap();
-            assert_eq!(hits.len(), 1);
-            assert_eq!(*hits[0].memory, m.into_memory());
-            assert!((hits[0].similarity - 1.0).abs() < 1e-6);
-        }
-
-        #[tokio::test]
-        async fn nearest_finds_the_closest_k() {
-            let store = $make;
-            for (i, tilt) in [0.9f32, 0.1, 2.0, 0.5].into_iter().enumerate() {
-                let m = note(&format!("fact {i}"), T0 + i as i64, Scope::Project, None);
-                store_one(&store, "acme", m, &direction(0, tilt)).await;
-            }
-            let mut hits = store
-                .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 2)
-                .await
-                .unwrap();
-            hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
-            let found: Vec<_> = hits.iter().map(|h| h.memory.content.as_str()).collect();
-            assert_eq!(found, ["fact 1", "fact 3"]);
-            let expected = 1.0 / (1.0f64 + 0.25).sqrt();
-            assert!((hits[1].similarity - expected).abs() < 1e-6);
-        }
-
-        #[tokio::test]
-        async fn candidates_are_both_searches_at_once() {
-            let store = $make;
-            for (i, text) in [
-                "redis runs on port 6380",
-                "redis sentinel",
-                "nightly backups",
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let m = note(text, T0 + i as i64, Scope::Project, None);
-                store_one(&store, "acme", m, &direction(i, 0.1)).await;
-            }
-            let (who, seen, query) = (tenant("acme"), seen_from(None), direction(0, 0.0));
-            let sorted = |mut hits: Vec<$crate::memory::Hit>| {
-                hits.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
-                hits
-            };
-            for terms in [vec!["redis".to_owned()], vec![]] {
-                let found = store
-                    .candidates(&who, &seen, &query, &terms, 2)
-                    .await
-                    .unwrap();
-                let nearest = store.nearest(&who, &seen, &query, 2).await.unwrap();
-                assert_eq!(found.nearest.len(), 2);
-                assert_eq!(sorted(found.nearest), sorted(nearest));
-                // The best match by meaning is also one by words: it must come in both.
-                let by_words = store
-                    .keyword_hits(&who, &seen, &terms, &query, 2)
-                    .await
-                    .unwrap();
-                assert_eq!(found.by_words, by_words, "{terms:?}");
-            }
-        }
-
-        #[tokio::test]
-        async fn tenants_never_see_each_other() {
-            let store = $make;
-            let theirs = store_one(
-                &store,
-                "acme",
-                note("acme secret", T0, Scope::Project, None),
-                &direction(1, 0.0),
-            )
-            .await;
-            let other = tenant("globex");
-            let all = seen_from(None);
-            assert!(
-                store
-                    .nearest(&other, &all, &direction(1, 0.0), 10)
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
-            assert!(store.list(&other, &all, None, 50).await.unwrap().is_empty());
-            assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
-            assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
-            store
-                .record_access(&other, &seen_from(None), &[&theirs], T0 + 5)
-                .await
-                .unwrap();
-            let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
-            assert_eq!(still, vec![theirs]);
-        }
-
-        #[tokio::test]
-        async fn conversation_notes_stay_in_their_conversation() {
-            let store = $make;
-            let acme = tenant("acme");
-            let private = store_one(
-                &store,
-                "acme",
-                note("thread note", T0, Scope::Conversation, Some("chat:1")),
-                &direction(2, 0.0),
-            )
-            .await;
-            store_one(
-                &store,
-                "acme",
-                note("project fact", T0 + 1, Scope::Project, Some("chat:1")),
-                &direction(3, 0.0),
-            )
-            .await;
-            for outsider in [seen_from(None), seen_from(Some("chat:2"))] {
-                let hits = store
-                    .nearest(&acme, &outsider, &direction(2, 0.0), 10)
-                    .await
-                    .unwrap();
-                assert!(hits.iter().all(|h| h.memory.id != private.id));
-                let listed = store.list(&acme, &outsider, None, 50).await.unwrap();
-                assert_eq!(listed.len(), 1);
-                assert_eq!(listed[0].content, "project fact");
-                assert_eq!(
-                    store.count_by_type(&acme, &outsider).await.unwrap().total,
-                    1
-                );
-                assert!(!store.delete(&acme, &outsider, &private.id).await.unwrap());
-            }
-            let insider = seen_from(Some("chat:1"));
-            assert_eq!(
-                store.list(&acme, &insider, None, 50).await.unwrap().len(),
-                2
-            );
-            assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 2);
-            assert!(store.delete(&acme, &insider, &private.id).await.unwrap());
-            assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 1);
-        }
-
-        #[tokio::test]
-        async fn a_near_verbatim_repeat_is_already_known() {
-            let store = $make;
-            let text = "deploys go out blue green on friday";
-            let first = store_one(
-                &store,
-                "acme",
-                note(text, T0, Scope::Project, None),
-                &direction(4, 0.0),
-            )
-            .await;
-            let again = note(text, T0 + 1, Scope::Project, None);
-            let outcome = store
-                .remember(
-                    &tenant("acme"),
-                    again,
-                    &direction(4, 0.01),
-                    &seen_from(None),
-                )
-                .await
-                .unwrap();
-            assert_eq!(outcome, Remembered::AlreadyKnown(first));
-            // Close in meaning but in other words: a new memory.
-            let paraphrase = note(
-                "releases ship with a blue/green switch weekly",
-                T0 + 2,
-                Scope::Project,
-                None,
-            );
-            let outcome = store
-                .remember(
-                    &tenant("acme"),
-                    paraphrase,
-                    &direction(4, 0.01),
-                    &seen_from(None),
-                )
-                .await
-                .unwrap();
-            assert!(matches!(outcome, Remembered::Stored(_)));
-            // The same text in another tenant is that tenant's first.
-            let elsewhere = note(text, T0 + 3, Scope::Project, None);
-            let outcome = store
-                .remember(
-                    &tenant("globex"),
-                    elsewhere,
-                    &direction(4, 0.0),
-                    &seen_from(None),
-                )
-                .await
-                .unwrap();
-            assert!(matches!(outcome, Remembered::Stored(_)));
-            assert_eq!(
-                store
-                    .count_by_type(&tenant("acme"), &seen_from(None))
-                    .await
-                    .unwrap()
-                    .total,
-                2
-            );
-        }
-
-        #[tokio::test]
-        async fn dedup_respects_scope_and_conversation() {
-            let store = $make;
-            let acme = tenant("acme");
-            let text = "the staging database is reset nightly";
-            let v = direction(5, 0.0);
-            let in_c1 = store_one(
-                &store,
-                "acme",
-                note(text, T0, Scope::Conversation, Some("c1")),
-                &v,
-            )
-            .await;
-            // The same note from another thread is stored anew.
-            store_one(
-                &store,
-                "acme",
-                note(text, T0 + 1, Scope::Conversation, Some("c2")),
-                &v,
-            )
-            .await;
-            // The same note in the same thread merges.
-            let repeat = note(text, T0 + 2, Scope::Conversation, Some("c1"));
-            let seen = seen_from(Some("c1"));
-            assert_eq!(
-                store
-                    .remember(&acme, repeat, &v, &seen.for_dedup(Scope::Conversation))
-                    .await
-                    .unwrap(),
-                Remembered::AlreadyKnown(in_c1)
-            );
-            // A project write is never swallowed by a thread's private note (DESIGN Q11).
-            let project = store_one(
-                &store,
-                "acme",
-                note(text, T0 + 3, Scope::Project, Some("c1")),
-                &v,
-            )
-            .await;
-            // ... and once the project knows it, no thread needs its own copy.
-            let thread_copy = note(text, T0 + 4, Scope::Conversation, Some("c3"));
-            let seen3 = seen_from(Some("c3"));
-            assert_eq!(
-                store
-                    .remember(
-                        &acme,
-                        thread_copy,
-                        &v,
-                        &seen3.for_dedup(Scope::Conversation)
-                    )
-                    .await
-                    .unwrap(),
-                Remembered::AlreadyKnown(project)
-            );
-        }
-
-        #[tokio::test]
-        async fn listing_is_newest_first_filtered_and_filled_past_hidden_notes() {
-            let store = $make;
-            let acme = tenant("acme");
-            let mut old_pattern = note("old pattern", T0, Scope::Project, None);
-            old_pattern.memory_type = MemoryType::Pattern;
-            store_one(&store, "acme", old_pattern, &direction(6, 0.0)).await;
-            for i in 0..12 {
-                store_one(
-                    &store,
-                    "acme",
-                    note(&format!("project {i}"), T0 + 10 + i, Scope::Project, None),
-                    &direction(i as usize, 0.3),
-                )
-                .await;
-            }
-            for i in 0..25 {
-                store_one(
-                    &store,
-                    "acme",
-                    note(
-                        &format!("foreign {i}"),
-                        T0 + 100 + i,
-                        Scope::Conversation,
-                        Some("other"),
-                    ),
-                    &direction(i as usize, 0.7),
-                )
-                .await;
-            }
-            let listed = store
-                .list(&acme, &seen_from(Some("third")), None, 10)
-                .await
-                .unwrap();
-            let names: Vec<_> = listed.iter().map(|m| m.content.as_str()).collect();
-            let want: Vec<String> = (2..12).rev().map(|i| format!("project {i}")).collect();
-            assert_eq!(names, want);
-            let patterns = store
-                .list(&acme, &seen_from(None), Some(MemoryType::Pattern), 20)
-                .await
-                .unwrap();
-            assert_eq!(patterns.len(), 1);
-            assert_eq!(patterns[0].content, "old pattern");
-            assert!(
-                store
-                    .list(&acme, &seen_from(None), Some(MemoryType::Reference), 20)
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
-        }
-
-        #[tokio::test]
-        async fn counts_are_by_type_in_canonical_order() {
-            let store = $make;
-            let acme = tenant("acme");
-            for (i, ty) in [
-                MemoryType::Conversation,
-                MemoryType::Project,
-                MemoryType::Pattern,
-                MemoryType::Project,
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let mut m = note(&format!("n{i}"), T0 + i as i64, Scope::Project, None);
-                m.memory_type = ty;
-                store_one(&store, "acme", m, &direction(i, 0.0)).await;
-            }
-            let counts = store.count_by_type(&acme, &seen_from(None)).await.unwrap();
-            assert_eq!(counts.total, 4);
-            assert_eq!(
-                counts.by_type,
-                vec![
-                    (MemoryType::Project, 2),
-                    (MemoryType::Pattern, 1),
-                    (MemoryType::Conversation, 1)
-                ]
-            );
-        }
-
-        #[tokio::test]
-        async fn accesses_are_counted_and_keep_the_latest_time() {
-            let store = $make;
-            let acme = tenant("acme");
-            let a = store_one(
-                &store,
-                "acme",
-                note("a", T0, Scope::Project, None),
-                &direction(0, 0.0),
-            )
-            .await;
-            let b = store_one(
-                &store,
-                "acme",
-                note("b", T0 + 1, Scope::Project, None),
-                &direction(1, 0.0),
-            )
-            .await;
-            store
-                .record_access(&acme, &seen_from(None), &[&a, &b], T0 + 100)
-                .await
-                .unwrap();
-            store
-                .record_access(&acme, &seen_from(None), &[&a], T0 + 50)
-                .await
-                .unwrap();
-            store
-                .record_access(&acme, &seen_from(None), &[], T0 + 500)
-                .await
-                .unwrap();
-            // Another conversation's note is not counted for a caller who cannot see it.
-            let note = store_one(
-                &store,
-                "acme",
-                note("c", T0 + 2, Scope::Conversation, Some("chat:1")),
-                &direction(2, 0.0),
-            )
-            .await;
-            store
-                .record_access(&acme, &seen_from(Some("chat:2")), &[&note], T0 + 600)
-                .await
-                .unwrap();
-            let own = store
-                .list(&acme, &seen_from(Some("chat:1")), None, 10)
-                .await
-                .unwrap();
-            assert_eq!(
-                own.iter().find(|m| m.id == note.id).unwrap().access_count,
-                0
-            );
-            let listed = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
-            let a_now = listed.iter().find(|m| m.id == a.id).unwrap();
-            let b_now = listed.iter().find(|m| m.id == b.id).unwrap();
-            assert_eq!(
-                (a_now.access_count, a_now.last_accessed_at),
-                (2, Some(T0 + 100))
-            );
-            assert_eq!(
-                (b_now.access_count, b_now.last_accessed_at),
-                (1, Some(T0 + 100))
-            );
-            assert_eq!(a_now.content, "a");
-        }
-
-        #[tokio::test]
-        async fn delete_removes_exactly_one_memory() {
-            let store = $make;
-            let acme = tenant("acme");
-            let a = store_one(
-                &store,
-                "acme",
-                note("a", T0, Scope::Project, None),
-                &direction(0, 0.0),
-            )
-            .await;
-            store_one(
-                &store,
-                "acme",
-                note("b", T0 + 1, Scope::Project, None),
-                &direction(1, 0.0),
-            )
-            .await;
-            assert!(store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
-            assert!(!store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
-            let left = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
-            assert_eq!(
-                left.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
-                ["b"]
-            );
-            store.flush().await.unwrap();
-        }
+/// Up to `k` visible memories nearest to `vector`: a search by meaning only.
+pub async fn nearest(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    visibility: &Visibility,
+    vector: &[f32],
+    k: usize,
+) -> Result<Vec<Hit>, StoreError> {
+    let query = Query {
+        vector,
+        terms: &[],
+        k,
     };
+    Ok(store.search(tenant, visibility, &query).await?.nearest)
 }
-pub(crate) use store_suite;
 
-/// Keyword recall, for the stores that index words (S3 does not): each test on a fresh
-/// store from `expr`, alongside `store_suite!`.
-macro_rules! keyword_suite {
-    ($make:expr) => {
-        mod keyword_suite {
-            use super::*;
-            use $crate::keywords::query_terms;
+/// Up to `k` visible memories holding any of `terms`, best BM25 first.
+pub async fn keyword_hits(
+    store: &dyn MemoryStore,
+    tenant: &Tenant,
+    visibility: &Visibility,
+    terms: &[String],
+    vector: &[f32],
+    k: usize,
+) -> Result<Vec<KeywordHit>, StoreError> {
+    let query = Query { vector, terms, k };
+    Ok(store.search(tenant, visibility, &query).await?.by_words)
+}
 
-            async fn words(
-                store: &dyn MemoryStore,
-                who: &str,
-                conversation: Option<&str>,
-                query: &str,
-            ) -> Vec<(String, f64)> {
-                store
-                    .keyword_hits(
-                        &tenant(who),
-                        &seen_from(conversation),
-                        &query_terms(query),
-                        &direction(7, 0.0),
-                        10,
-                    )
-                    .await
-                    .unwrap()
-                    .into_iter()
-                    .map(|k| (k.hit.memory.content.clone(), k.score))
-                    .collect()
-            }
+fn by_id(mut hits: Vec<Hit>) -> Vec<Hit> {
+    hits.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
+    hits
+}
 
-            #[tokio::test]
-            async fn words_find_what_meaning_does_not() {
-                let store = $make;
-                for (i, text) in [
-                    "deploys fail with ERR_SSL_PROTOCOL behind the corporate proxy",
-                    "we deploy every friday afternoon",
-                    "the database is PostgreSQL with pgvector",
-                ]
-                .into_iter()
-                .enumerate()
-                {
-                    store_one(
-                        &store,
-                        "acme",
-                        note(text, T0 + i as i64, Scope::Project, None),
-                        &direction(i, 0.0),
-                    )
-                    .await;
-                }
-                let found = words(&store, "acme", None, "ERR_SSL_PROTOCOL").await;
-                assert_eq!(found.len(), 1, "{found:?}");
-                assert!(found[0].0.contains("ERR_SSL_PROTOCOL") && found[0].1 > 0.0);
-                let hits = store
-                    .keyword_hits(
-                        &tenant("acme"),
-                        &seen_from(None),
-                        &query_terms("pgvector"),
-                        &direction(2, 0.0),
-                        10,
-                    )
-                    .await
-                    .unwrap();
-                assert!(
-                    (hits[0].hit.similarity - 1.0).abs() < 1e-6,
-                    "the cosine comes along"
-                );
-                // Stemming: "deploying" finds both deploy memories; the rarer word ranks first.
-                let deploying = words(&store, "acme", None, "deploying on friday").await;
-                assert_eq!(deploying.len(), 2, "{deploying:?}");
-                assert!(deploying[0].0.contains("friday"));
-                assert!(words(&store, "acme", None, "kubernetes").await.is_empty());
-                assert!(words(&store, "acme", None, "what is the").await.is_empty());
-            }
+pub const T0: i64 = 1_780_000_000_000;
 
-            #[tokio::test]
-            async fn korean_and_english_match_by_word() {
-                let store = $make;
-                store_one(
-                    &store,
-                    "acme",
-                    note("배포는 금요일 오후에 한다", T0, Scope::Project, None),
-                    &direction(0, 0.0),
-                )
-                .await;
-                store_one(
-                    &store,
-                    "acme",
-                    note("Releases go out on Fridays", T0 + 1, Scope::Project, None),
-                    &direction(1, 0.0),
-                )
-                .await;
-                let korean = words(&store, "acme", None, "배포 일정").await;
-                assert_eq!(korean.len(), 1, "{korean:?}");
-                assert!(korean[0].0.starts_with("배포는"));
-                let english = words(&store, "acme", None, "release friday").await;
-                assert_eq!(english.len(), 1, "{english:?}");
-                assert!(english[0].0.starts_with("Releases"));
-            }
+/// Stores `memory` for `who` and returns it, failing the test on a duplicate.
+pub async fn store_one(
+    store: &dyn MemoryStore,
+    who: &str,
+    memory: NewMemory,
+    embedding: &[f32],
+) -> Memory {
+    let seen = seen_from(memory.conversation.as_ref().map(|c| c.as_str())).for_dedup(memory.scope);
+    match store
+        .remember(&tenant(who), &seen, memory, embedding)
+        .await
+        .unwrap()
+    {
+        Remembered::Stored(m) => m,
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
 
-            #[tokio::test]
-            async fn words_never_cross_tenants_or_conversations() {
-                let store = $make;
-                store_one(
-                    &store,
-                    "acme",
-                    note(
-                        "the vault token is in ERR_VAULT_42",
-                        T0,
-                        Scope::Conversation,
-                        Some("chat:1"),
-                    ),
-                    &direction(0, 0.0),
-                )
-                .await;
-                store_one(
-                    &store,
-                    "globex",
-                    note(
-                        "globex also logs ERR_VAULT_42",
-                        T0 + 1,
-                        Scope::Project,
-                        None,
-                    ),
-                    &direction(1, 0.0),
-                )
-                .await;
-                assert!(
-                    words(&store, "acme", Some("chat:2"), "ERR_VAULT_42")
-                        .await
-                        .is_empty()
-                );
-                assert!(words(&store, "acme", None, "ERR_VAULT_42").await.is_empty());
-                let own = words(&store, "acme", Some("chat:1"), "ERR_VAULT_42").await;
-                assert_eq!(own.len(), 1);
-                assert!(own[0].0.starts_with("the vault"));
-                let other = words(&store, "globex", Some("chat:1"), "ERR_VAULT_42").await;
-                assert_eq!(other.len(), 1);
-                assert!(other[0].0.starts_with("globex"));
-            }
+pub async fn a_stored_memory_comes_back_whole(store: &dyn MemoryStore) {
+    let mut m = note("  Use pnpm, not npm  ", T0, Scope::Project, Some("chat:1"));
+    m.memory_type = MemoryType::Pattern;
+    m.category = Some("convention".into());
+    m.tags = vec!["build".into(), "배포".into()];
+    let stored = store_one(store, "acme", m.clone(), &direction(0, 0.0)).await;
+    assert_eq!(stored, m.clone().into_memory());
+    let hits = nearest(
+        store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(*hits[0].memory, m.into_memory());
+    assert!((hits[0].similarity - 1.0).abs() < 1e-6);
+}
 
-            #[tokio::test]
-            async fn rare_words_count_more_and_forgotten_memories_are_gone() {
-                let store = $make;
-                let mut kept = Vec::new();
-                for i in 0..6 {
-                    let text = if i == 0 {
-                        "cache warmup uses redis cluster".to_owned()
-                    } else {
-                        format!("cache note number {i}")
-                    };
-                    kept.push(
-                        store_one(
-                            &store,
-                            "acme",
-                            note(&text, T0 + i, Scope::Project, None),
-                            &direction(i as usize, 0.0),
-                        )
-                        .await,
-                    );
-                }
-                let found = words(&store, "acme", None, "redis cache").await;
-                assert_eq!(found.len(), 6);
-                assert!(
-                    found[0].0.contains("redis"),
-                    "the rare word decides: {found:?}"
-                );
-                assert!(found[0].1 > found[1].1);
-                assert!(
-                    store
-                        .delete(&tenant("acme"), &seen_from(None), &kept[0].id)
-                        .await
-                        .unwrap()
-                );
-                let after = words(&store, "acme", None, "redis").await;
-                assert!(after.is_empty(), "{after:?}");
-            }
+pub async fn nearest_finds_the_closest_k(store: &dyn MemoryStore) {
+    for (i, tilt) in [0.9f32, 0.1, 2.0, 0.5].into_iter().enumerate() {
+        let m = note(&format!("fact {i}"), T0 + i as i64, Scope::Project, None);
+        store_one(store, "acme", m, &direction(0, tilt)).await;
+    }
+    let mut hits = nearest(
+        store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        2,
+    )
+    .await
+    .unwrap();
+    hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
+    let found: Vec<_> = hits.iter().map(|h| h.memory.content.as_str()).collect();
+    assert_eq!(found, ["fact 1", "fact 3"]);
+    let expected = 1.0 / (1.0f64 + 0.25).sqrt();
+    assert!((hits[1].similarity - expected).abs() < 1e-6);
+}
+
+pub async fn words_never_change_what_meaning_finds(store: &dyn MemoryStore) {
+    for (i, text) in [
+        "redis runs on port 6380",
+        "redis sentinel",
+        "nightly backups",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let m = note(text, T0 + i as i64, Scope::Project, None);
+        store_one(store, "acme", m, &direction(i, 0.1)).await;
+    }
+    let (who, seen, query) = (tenant("acme"), seen_from(None), direction(0, 0.0));
+    let terms = ["redis".to_owned()];
+    let both = store
+        .search(
+            &who,
+            &seen,
+            &Query {
+                vector: &query,
+                terms: &terms,
+                k: 2,
+            },
+        )
+        .await
+        .unwrap();
+    let by_meaning = nearest(store, &who, &seen, &query, 2).await.unwrap();
+    assert_eq!(both.nearest.len(), 2);
+    assert_eq!(by_id(both.nearest), by_id(by_meaning));
+}
+
+pub async fn tenants_never_see_each_other(store: &dyn MemoryStore) {
+    let theirs = store_one(
+        store,
+        "acme",
+        note("acme secret", T0, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    let other = tenant("globex");
+    let all = seen_from(None);
+    assert!(
+        nearest(store, &other, &all, &direction(1, 0.0), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.list(&other, &all, None, 50).await.unwrap().is_empty());
+    assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
+    assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
+    store
+        .record_access(&other, &seen_from(None), &[&theirs], T0 + 5)
+        .await
+        .unwrap();
+    let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
+    assert_eq!(still, vec![theirs]);
+}
+
+pub async fn conversation_notes_stay_in_their_conversation(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    let private = store_one(
+        store,
+        "acme",
+        note("thread note", T0, Scope::Conversation, Some("chat:1")),
+        &direction(2, 0.0),
+    )
+    .await;
+    store_one(
+        store,
+        "acme",
+        note("project fact", T0 + 1, Scope::Project, Some("chat:1")),
+        &direction(3, 0.0),
+    )
+    .await;
+    for outsider in [seen_from(None), seen_from(Some("chat:2"))] {
+        let hits = nearest(store, &acme, &outsider, &direction(2, 0.0), 10)
+            .await
+            .unwrap();
+        assert!(hits.iter().all(|h| h.memory.id != private.id));
+        let listed = store.list(&acme, &outsider, None, 50).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].content, "project fact");
+        assert_eq!(
+            store.count_by_type(&acme, &outsider).await.unwrap().total,
+            1
+        );
+        assert!(!store.delete(&acme, &outsider, &private.id).await.unwrap());
+    }
+    let insider = seen_from(Some("chat:1"));
+    assert_eq!(
+        store.list(&acme, &insider, None, 50).await.unwrap().len(),
+        2
+    );
+    assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 2);
+    assert!(store.delete(&acme, &insider, &private.id).await.unwrap());
+    assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 1);
+}
+
+pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
+    let text = "deploys go out blue green on friday";
+    let first = store_one(
+        store,
+        "acme",
+        note(text, T0, Scope::Project, None),
+        &direction(4, 0.0),
+    )
+    .await;
+    let again = note(text, T0 + 1, Scope::Project, None);
+    let outcome = store
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            again,
+            &direction(4, 0.01),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome, Remembered::AlreadyKnown(first));
+    // Close in meaning but in other words: a new memory.
+    let paraphrase = note(
+        "releases ship with a blue/green switch weekly",
+        T0 + 2,
+        Scope::Project,
+        None,
+    );
+    let outcome = store
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            paraphrase,
+            &direction(4, 0.01),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Remembered::Stored(_)));
+    // The same text in another tenant is that tenant's first.
+    let elsewhere = note(text, T0 + 3, Scope::Project, None);
+    let outcome = store
+        .remember(
+            &tenant("globex"),
+            &seen_from(None),
+            elsewhere,
+            &direction(4, 0.0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Remembered::Stored(_)));
+    assert_eq!(
+        store
+            .count_by_type(&tenant("acme"), &seen_from(None))
+            .await
+            .unwrap()
+            .total,
+        2
+    );
+}
+
+pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    let text = "the staging database is reset nightly";
+    let v = direction(5, 0.0);
+    let in_c1 = store_one(
+        store,
+        "acme",
+        note(text, T0, Scope::Conversation, Some("c1")),
+        &v,
+    )
+    .await;
+    // The same note from another thread is stored anew.
+    store_one(
+        store,
+        "acme",
+        note(text, T0 + 1, Scope::Conversation, Some("c2")),
+        &v,
+    )
+    .await;
+    // The same note in the same thread merges.
+    let repeat = note(text, T0 + 2, Scope::Conversation, Some("c1"));
+    let seen = seen_from(Some("c1"));
+    assert_eq!(
+        store
+            .remember(&acme, &seen.for_dedup(Scope::Conversation), repeat, &v)
+            .await
+            .unwrap(),
+        Remembered::AlreadyKnown(in_c1)
+    );
+    // A project write is never swallowed by a thread's private note (docs/behavior.md#duplicates).
+    let project = store_one(
+        store,
+        "acme",
+        note(text, T0 + 3, Scope::Project, Some("c1")),
+        &v,
+    )
+    .await;
+    // ... and once the project knows it, no thread needs its own copy.
+    let thread_copy = note(text, T0 + 4, Scope::Conversation, Some("c3"));
+    let seen3 = seen_from(Some("c3"));
+    assert_eq!(
+        store
+            .remember(
+                &acme,
+                &seen3.for_dedup(Scope::Conversation),
+                thread_copy,
+                &v
+            )
+            .await
+            .unwrap(),
+        Remembered::AlreadyKnown(project)
+    );
+}
+
+pub async fn listing_is_newest_first_filtered_and_filled_past_hidden_notes(
+    store: &dyn MemoryStore,
+) {
+    let acme = tenant("acme");
+    let mut old_pattern = note("old pattern", T0, Scope::Project, None);
+    old_pattern.memory_type = MemoryType::Pattern;
+    store_one(store, "acme", old_pattern, &direction(6, 0.0)).await;
+    for i in 0..12 {
+        store_one(
+            store,
+            "acme",
+            note(&format!("project {i}"), T0 + 10 + i, Scope::Project, None),
+            &direction(i as usize, 0.3),
+        )
+        .await;
+    }
+    for i in 0..25 {
+        store_one(
+            store,
+            "acme",
+            note(
+                &format!("foreign {i}"),
+                T0 + 100 + i,
+                Scope::Conversation,
+                Some("other"),
+            ),
+            &direction(i as usize, 0.7),
+        )
+        .await;
+    }
+    let listed = store
+        .list(&acme, &seen_from(Some("third")), None, 10)
+        .await
+        .unwrap();
+    let names: Vec<_> = listed.iter().map(|m| m.content.as_str()).collect();
+    let want: Vec<String> = (2..12).rev().map(|i| format!("project {i}")).collect();
+    assert_eq!(names, want);
+    let patterns = store
+        .list(&acme, &seen_from(None), Some(MemoryType::Pattern), 20)
+        .await
+        .unwrap();
+    assert_eq!(patterns.len(), 1);
+    assert_eq!(patterns[0].content, "old pattern");
+    assert!(
+        store
+            .list(&acme, &seen_from(None), Some(MemoryType::Reference), 20)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn counts_are_by_type_in_canonical_order(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    for (i, ty) in [
+        MemoryType::Conversation,
+        MemoryType::Project,
+        MemoryType::Pattern,
+        MemoryType::Project,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = note(&format!("n{i}"), T0 + i as i64, Scope::Project, None);
+        m.memory_type = ty;
+        store_one(store, "acme", m, &direction(i, 0.0)).await;
+    }
+    let counts = store.count_by_type(&acme, &seen_from(None)).await.unwrap();
+    assert_eq!(counts.total, 4);
+    assert_eq!(
+        counts.by_type,
+        vec![
+            (MemoryType::Project, 2),
+            (MemoryType::Pattern, 1),
+            (MemoryType::Conversation, 1)
+        ]
+    );
+}
+
+pub async fn accesses_are_counted_and_keep_the_latest_time(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    let a = store_one(
+        store,
+        "acme",
+        note("a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let b = store_one(
+        store,
+        "acme",
+        note("b", T0 + 1, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    store
+        .record_access(&acme, &seen_from(None), &[&a, &b], T0 + 100)
+        .await
+        .unwrap();
+    store
+        .record_access(&acme, &seen_from(None), &[&a], T0 + 50)
+        .await
+        .unwrap();
+    store
+        .record_access(&acme, &seen_from(None), &[], T0 + 500)
+        .await
+        .unwrap();
+    // Another conversation's note is not counted for a caller who cannot see it.
+    let note = store_one(
+        store,
+        "acme",
+        note("c", T0 + 2, Scope::Conversation, Some("chat:1")),
+        &direction(2, 0.0),
+    )
+    .await;
+    store
+        .record_access(&acme, &seen_from(Some("chat:2")), &[&note], T0 + 600)
+        .await
+        .unwrap();
+    let own = store
+        .list(&acme, &seen_from(Some("chat:1")), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        own.iter().find(|m| m.id == note.id).unwrap().access_count,
+        0
+    );
+    let listed = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+    let a_now = listed.iter().find(|m| m.id == a.id).unwrap();
+    let b_now = listed.iter().find(|m| m.id == b.id).unwrap();
+    assert_eq!(
+        (a_now.access_count, a_now.last_accessed_at),
+        (2, Some(T0 + 100))
+    );
+    assert_eq!(
+        (b_now.access_count, b_now.last_accessed_at),
+        (1, Some(T0 + 100))
+    );
+    assert_eq!(a_now.content, "a");
+}
+
+pub async fn delete_removes_exactly_one_memory(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    let a = store_one(
+        store,
+        "acme",
+        note("a", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    store_one(
+        store,
+        "acme",
+        note("b", T0 + 1, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    assert!(store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
+    assert!(!store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
+    let left = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+    assert_eq!(
+        left.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    store.flush().await.unwrap();
+}
+
+async fn words(
+    store: &dyn MemoryStore,
+    who: &str,
+    conversation: Option<&str>,
+    query: &str,
+) -> Vec<(String, f64)> {
+    keyword_hits(
+        store,
+        &tenant(who),
+        &seen_from(conversation),
+        &query_terms(query),
+        &direction(7, 0.0),
+        10,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|k| (k.hit.memory.content.clone(), k.score))
+    .collect()
+}
+
+pub async fn a_search_finds_by_meaning_and_by_words(store: &dyn MemoryStore) {
+    for (i, text) in [
+        "redis runs on port 6380",
+        "redis sentinel",
+        "nightly backups",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let m = note(text, T0 + i as i64, Scope::Project, None);
+        store_one(store, "acme", m, &direction(i, 0.1)).await;
+    }
+    let (who, seen, query) = (tenant("acme"), seen_from(None), direction(1, 0.0));
+    let terms = query_terms("redis");
+    let found = store
+        .search(
+            &who,
+            &seen,
+            &Query {
+                vector: &query,
+                terms: &terms,
+                k: 2,
+            },
+        )
+        .await
+        .unwrap();
+    let mut worded: Vec<&str> = (found.by_words.iter())
+        .map(|k| k.hit.memory.content.as_str())
+        .collect();
+    worded.sort();
+    assert_eq!(worded, ["redis runs on port 6380", "redis sentinel"]);
+    // A memory found both ways has the one similarity, and every match has its own.
+    for word in &found.by_words {
+        let exact = crate::search::cosine(
+            &query,
+            &direction(
+                ["redis runs on port 6380", "redis sentinel"]
+                    .iter()
+                    .position(|t| *t == word.hit.memory.content)
+                    .unwrap(),
+                0.1,
+            ),
+        );
+        assert!((word.hit.similarity - exact).abs() < 1e-6, "{word:?}");
+        if let Some(same) = found
+            .nearest
+            .iter()
+            .find(|n| n.memory.id == word.hit.memory.id)
+        {
+            assert_eq!(same.similarity, word.hit.similarity);
         }
-    };
+    }
+    let none = store
+        .search(
+            &who,
+            &seen,
+            &Query {
+                vector: &query,
+                terms: &[],
+                k: 2,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(none.by_words.is_empty() && none.nearest.len() == 2);
 }
-pub(crate) use keyword_suite;
+
+pub async fn words_find_what_meaning_does_not(store: &dyn MemoryStore) {
+    for (i, text) in [
+        "deploys fail with ERR_SSL_PROTOCOL behind the corporate proxy",
+        "we deploy every friday afternoon",
+        "the database is PostgreSQL with pgvector",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        store_one(
+            store,
+            "acme",
+            note(text, T0 + i as i64, Scope::Project, None),
+            &direction(i, 0.0),
+        )
+        .await;
+    }
+    let found = words(store, "acme", None, "ERR_SSL_PROTOCOL").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].0.contains("ERR_SSL_PROTOCOL") && found[0].1 > 0.0);
+    let hits = keyword_hits(
+        store,
+        &tenant("acme"),
+        &seen_from(None),
+        &query_terms("pgvector"),
+        &direction(2, 0.0),
+        10,
+    )
+    .await
+    .unwrap();
+    assert!(
+        (hits[0].hit.similarity - 1.0).abs() < 1e-6,
+        "the cosine comes along"
+    );
+    // Stemming: "deploying" finds both deploy memories; the rarer word ranks first.
+    let deploying = words(store, "acme", None, "deploying on friday").await;
+    assert_eq!(deploying.len(), 2, "{deploying:?}");
+    assert!(deploying[0].0.contains("friday"));
+    assert!(words(store, "acme", None, "kubernetes").await.is_empty());
+    assert!(words(store, "acme", None, "what is the").await.is_empty());
+}
+
+pub async fn korean_and_english_match_by_word(store: &dyn MemoryStore) {
+    store_one(
+        store,
+        "acme",
+        note("배포는 금요일 오후에 한다", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    store_one(
+        store,
+        "acme",
+        note("Releases go out on Fridays", T0 + 1, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    let korean = words(store, "acme", None, "배포 일정").await;
+    assert_eq!(korean.len(), 1, "{korean:?}");
+    assert!(korean[0].0.starts_with("배포는"));
+    let english = words(store, "acme", None, "release friday").await;
+    assert_eq!(english.len(), 1, "{english:?}");
+    assert!(english[0].0.starts_with("Releases"));
+}
+
+pub async fn words_never_cross_tenants_or_conversations(store: &dyn MemoryStore) {
+    store_one(
+        store,
+        "acme",
+        note(
+            "the vault token is in ERR_VAULT_42",
+            T0,
+            Scope::Conversation,
+            Some("chat:1"),
+        ),
+        &direction(0, 0.0),
+    )
+    .await;
+    store_one(
+        store,
+        "globex",
+        note(
+            "globex also logs ERR_VAULT_42",
+            T0 + 1,
+            Scope::Project,
+            None,
+        ),
+        &direction(1, 0.0),
+    )
+    .await;
+    assert!(
+        words(store, "acme", Some("chat:2"), "ERR_VAULT_42")
+            .await
+            .is_empty()
+    );
+    assert!(words(store, "acme", None, "ERR_VAULT_42").await.is_empty());
+    let own = words(store, "acme", Some("chat:1"), "ERR_VAULT_42").await;
+    assert_eq!(own.len(), 1);
+    assert!(own[0].0.starts_with("the vault"));
+    let other = words(store, "globex", Some("chat:1"), "ERR_VAULT_42").await;
+    assert_eq!(other.len(), 1);
+    assert!(other[0].0.starts_with("globex"));
+}
+
+pub async fn rare_words_count_more_and_forgotten_memories_are_gone(store: &dyn MemoryStore) {
+    let mut kept = Vec::new();
+    for i in 0..6 {
+        let text = if i == 0 {
+            "cache warmup uses redis cluster".to_owned()
+        } else {
+            format!("cache note number {i}")
+        };
+        kept.push(
+            store_one(
+                store,
+                "acme",
+                note(&text, T0 + i, Scope::Project, None),
+                &direction(i as usize, 0.0),
+            )
+            .await,
+        );
+    }
+    let found = words(store, "acme", None, "redis cache").await;
+    assert_eq!(found.len(), 6);
+    assert!(
+        found[0].0.contains("redis"),
+        "the rare word decides: {found:?}"
+    );
+    assert!(found[0].1 > found[1].1);
+    assert!(
+        store
+            .delete(&tenant("acme"), &seen_from(None), &kept[0].id)
+            .await
+            .unwrap()
+    );
+    let after = words(store, "acme", None, "redis").await;
+    assert!(after.is_empty(), "{after:?}");
+}

@@ -1,22 +1,54 @@
 //! `forget`: delete one memory by id. Another tenant's id, or another conversation's
-//! note, is simply not there (DESIGN.md Q13).
+//! note, is simply not there (docs/behavior.md#forget).
 
-use super::{Arguments, Memories, ToolError, args};
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::schema::{self, Definition, Kind, Param};
+use super::{Arguments, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
 
-pub(super) async fn run(
-    memories: &Memories,
-    ctx: &RequestContext,
-    args: &Arguments,
-) -> Result<String, ToolError> {
-    let id = args::required_string(args, "id")?;
-    let deleted = memories
-        .store
-        .delete(&ctx.tenant, &ctx.visibility(), id)
-        .await?;
-    Ok(if deleted {
-        format!("[MEMORY] Deleted {id}.")
-    } else {
-        format!("[MEMORY] No memory with id {id} exists for this project. Nothing was deleted.")
-    })
+const DEFINITION: Definition = Definition {
+    name: "forget",
+    description: "Delete one memory by id, permanently. Use it for facts that became wrong; when a fact is \
+        merely outdated, prefer remembering the correction.",
+    params: &[Param {
+        name: "id",
+        kind: Kind::String,
+        required: true,
+        description: "The memory's id, as recall or list_memories showed it.",
+    }],
+};
+
+#[derive(Deserialize)]
+struct Args {
+    id: String,
+}
+
+pub(super) struct Forget;
+
+#[async_trait]
+impl Tool for Forget {
+    fn definition(&self) -> &'static Definition {
+        &DEFINITION
+    }
+
+    async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: &Arguments,
+    ) -> Result<String, ToolError> {
+        let args: Args = schema::parse(args)?;
+        let id = args::non_blank(&args.id, "id")?;
+        let deleted = service
+            .store
+            .delete(&ctx.tenant, &ctx.visibility(), id)
+            .await?;
+        Ok(if deleted {
+            format!("[MEMORY] Deleted {id}.")
+        } else {
+            format!("[MEMORY] No memory with id {id} exists for this project. Nothing was deleted.")
+        })
+    }
 }

@@ -1,32 +1,70 @@
 //! `memory_stats`: how many memories the caller can see, by type.
 
-use super::{Memories, ToolError, render};
+use async_trait::async_trait;
+
+use super::schema::Definition;
+use super::{Arguments, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 
-pub(super) async fn run(memories: &Memories, ctx: &RequestContext) -> Result<String, ToolError> {
-    let counts = memories
-        .store
-        .count_by_type(&ctx.tenant, &ctx.visibility())
-        .await?;
-    if counts.total == 0 {
-        return Ok("[MEMORY] This project has no memories yet.".into());
+const EXACT_DEFINITION: Definition = Definition {
+    name: "memory_stats",
+    description: "How many memories this project has, by type, counting the same set recall and \
+        list_memories can show: the project's memories plus this conversation's own, never another \
+        conversation's.",
+    params: &[],
+};
+
+const BOUNDED_DEFINITION: Definition = Definition {
+    name: "memory_stats",
+    description: "How many memories this project has, by type, counting the same set recall and \
+        list_memories can show: the project's memories plus this conversation's own, never another \
+        conversation's. Very large projects are counted up to a cap, and the answer then says its \
+        figures are lower bounds.",
+    params: &[],
+};
+
+/// One tool, worded for the store: an exact one, or one that may stop counting at a cap.
+pub(super) struct MemoryStats(&'static Definition);
+
+pub(super) static EXACT: MemoryStats = MemoryStats(&EXACT_DEFINITION);
+pub(super) static BOUNDED: MemoryStats = MemoryStats(&BOUNDED_DEFINITION);
+
+#[async_trait]
+impl Tool for MemoryStats {
+    fn definition(&self) -> &'static Definition {
+        self.0
     }
-    let breakdown = counts
-        .by_type
-        .iter()
-        .map(|(t, n)| format!("{t}: {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let noun = render::memories(counts.total);
-    Ok(match counts.scan_cap {
-        None => format!(
-            "[MEMORY] {} {noun} for this project ({breakdown}).",
-            counts.total
-        ),
-        Some(cap) => format!(
-            "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
+
+    async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        _: &Arguments,
+    ) -> Result<String, ToolError> {
+        let counts = service
+            .store
+            .count_by_type(&ctx.tenant, &ctx.visibility())
+            .await?;
+        if counts.total == 0 {
+            return Ok("[MEMORY] This project has no memories yet.".into());
+        }
+        let breakdown = counts
+            .by_type
+            .iter()
+            .map(|(t, n)| format!("{t}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let noun = render::memories(counts.total);
+        Ok(match counts.scan_cap {
+            None => format!(
+                "[MEMORY] {} {noun} for this project ({breakdown}).",
+                counts.total
+            ),
+            Some(cap) => format!(
+                "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
              {cap} keys, so every figure here is a lower bound.",
-            counts.total
-        ),
-    })
+                counts.total
+            ),
+        })
+    }
 }

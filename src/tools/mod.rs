@@ -1,34 +1,52 @@
-//! The memory tools: their catalogue, the two layers of argument validation, and dispatch
-//! (BEHAVIOR.md §3). Protocol-neutral: the MCP layer hands over a tool name, arguments and
-//! the caller's identity, and gets back text and an error flag.
+//! The tools, protocol-neutral: the MCP layer hands over a tool name, arguments and the
+//! caller's identity, and gets back text and an error flag (docs/behavior.md#tools). Each
+//! tool is one file holding its definition (name, description, parameters), its typed
+//! arguments and its `run`; the catalogue and the dispatch are both built from one list,
+//! `ToolService::new`, as rmcp's tool router and mini-redis' commands are.
 
 mod args;
-mod catalogue;
 mod forget;
 mod list_memories;
 mod memory_stats;
 mod recall;
 mod remember;
 mod render;
+mod schema;
 mod search_docs;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
-use crate::docs::Library;
+use crate::docs::{DocsError, Library};
 use crate::embed::{EmbedError, Embedder};
 use crate::log;
 use crate::metrics::{Metrics, Outcome};
 use crate::store::{MemoryStore, StoreError};
 
-use catalogue::Catalogue;
+use schema::Definition;
 
-/// What the tools work with: the store, the embedder, the similarity floor, and the
-/// documentation library when one is configured.
-pub struct Memories {
+type Arguments = Map<String, Value>;
+
+/// One tool: what `tools/list` shows of it, and what it does.
+#[async_trait]
+trait Tool: Send + Sync {
+    fn definition(&self) -> &'static Definition;
+
+    /// Runs the tool for `ctx`, with arguments that passed the definition's schema layer.
+    async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: &Arguments,
+    ) -> Result<String, ToolError>;
+}
+
+/// What the tools work with, and the tools this process offers.
+pub struct ToolService {
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
@@ -36,10 +54,12 @@ pub struct Memories {
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     pub metrics: Arc<Metrics>,
-    catalogue: Catalogue,
+    /// In the order `tools/list` shows them; a tool not offered is not callable either.
+    tools: Vec<&'static dyn Tool>,
+    list: Value,
 }
 
-impl Memories {
+impl ToolService {
     pub fn new(
         store: Arc<dyn MemoryStore>,
         embedder: Arc<dyn Embedder>,
@@ -48,22 +68,49 @@ impl Memories {
         keyword_weight: f64,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let catalogue = Catalogue::new(store.exact_counts(), docs.is_some());
-        Memories {
+        let tools = catalogue(store.exact_counts(), docs.is_some());
+        let list = Value::Array(tools.iter().map(|t| t.definition().to_json()).collect());
+        ToolService {
             store,
             embedder,
             docs,
             min_similarity,
             keyword_weight,
             metrics,
-            catalogue,
+            tools,
+            list,
         }
     }
 
     /// The `tools` array of `tools/list`; it never changes while the process runs.
     pub fn tool_list(&self) -> &Value {
-        self.catalogue.list()
+        &self.list
     }
+
+    fn find(&self, name: &str) -> Option<&'static dyn Tool> {
+        (self.tools.iter().copied()).find(|t| t.definition().name == name)
+    }
+}
+
+/// The tools a process offers: which exist depends only on configuration, fixed at start.
+/// `exact_counts`: whether the store always counts exactly (`memory_stats`' wording);
+/// `docs`: whether a documentation library is configured (`search_docs` exists only then).
+fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
+    let mut tools: Vec<&'static dyn Tool> = vec![
+        &recall::Recall,
+        &remember::Remember,
+        &list_memories::ListMemories,
+        &forget::Forget,
+        if exact_counts {
+            &memory_stats::EXACT
+        } else {
+            &memory_stats::BOUNDED
+        },
+    ];
+    if docs {
+        tools.push(&search_docs::SearchDocs);
+    }
+    tools
 }
 
 /// A tool's answer: one text block, flagged when it reports a failure.
@@ -91,7 +138,7 @@ impl ToolResult {
 
 /// Why a tool could not answer.
 #[derive(Debug)]
-pub(crate) enum ToolError {
+enum ToolError {
     /// The model's mistake: shown as `Error: …`, never logged as a failure.
     Invalid(String),
     /// A dependency failed: the agent can carry on without its memory.
@@ -100,11 +147,12 @@ pub(crate) enum ToolError {
     Docs(String),
 }
 
+/// The one place a store's failure becomes what the model reads.
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
         match e {
-            // A memory too large for the store is the caller's to shorten (BEHAVIOR.md Q12).
-            StoreError::Refused(message) => ToolError::Invalid(message),
+            // A memory too large for the store is the caller's to shorten.
+            StoreError::Refused { message, .. } => ToolError::Invalid(message),
             other => {
                 let message = other.to_string();
                 ToolError::Dependency {
@@ -125,38 +173,42 @@ impl From<EmbedError> for ToolError {
     }
 }
 
-type Arguments = Map<String, Value>;
+impl From<DocsError> for ToolError {
+    fn from(e: DocsError) -> Self {
+        ToolError::Docs(e.to_string())
+    }
+}
 
 /// Runs the tool `name` for the caller. Never fails at the protocol level: every problem
-/// is a result with `is_error` set, in the order BEHAVIOR.md §3.2 and §2.3 give.
+/// is a result with `is_error` set, in the order docs/behavior.md#validation gives.
 pub async fn call(
-    memories: &Memories,
+    service: &ToolService,
     name: &str,
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> ToolResult {
     let started = Instant::now();
-    let (result, outcome) = answer(memories, name, arguments, identity).await;
+    let (result, outcome) = answer(service, name, arguments, identity).await;
     // Only catalogue names become labels: a caller cannot mint new series.
-    let tool = match memories.catalogue.find(name) {
+    let tool = match service.find(name) {
         Some(_) => name,
         None => "unknown",
     };
     let tenant = identity.as_ref().ok().map(|ctx| ctx.tenant.as_str());
-    memories
+    service
         .metrics
         .tool_call(tool, tenant, outcome, started.elapsed());
     result
 }
 
 async fn answer(
-    memories: &Memories,
+    service: &ToolService,
     name: &str,
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> (ToolResult, Outcome) {
     let refused = |text: String| (ToolResult::error(text), Outcome::Invalid);
-    let Some(spec) = memories.catalogue.find(name) else {
+    let Some(tool) = service.find(name) else {
         return refused(format!("Error: unknown tool \"{name}\"."));
     };
     let empty = Map::new();
@@ -169,7 +221,7 @@ async fn answer(
             ));
         }
     };
-    if let Err(detail) = spec.check(args) {
+    if let Err(detail) = tool.definition().check(args) {
         return refused(format!(
             "Input validation error: Invalid arguments for tool {name}: {detail}"
         ));
@@ -180,7 +232,7 @@ async fn answer(
     };
 
     let started = Instant::now();
-    let outcome = run(memories, name, ctx, args).await;
+    let outcome = tool.run(service, ctx, args).await;
     let fields = log::Fields {
         tenant: Some(ctx.tenant.as_str()),
         tool: Some(name),
@@ -212,22 +264,60 @@ async fn answer(
     (result, outcome)
 }
 
-async fn run(
-    memories: &Memories,
-    name: &str,
-    ctx: &RequestContext,
-    args: &Arguments,
-) -> Result<String, ToolError> {
-    match name {
-        "recall" => recall::run(memories, ctx, args).await,
-        "remember" => remember::run(memories, ctx, args).await,
-        "list_memories" => list_memories::run(memories, ctx, args).await,
-        "forget" => forget::run(memories, ctx, args).await,
-        "memory_stats" => memory_stats::run(memories, ctx).await,
-        "search_docs" => match &memories.docs {
-            Some(library) => search_docs::run(library.as_ref(), args).await,
-            None => Err(ToolError::Invalid(format!("unknown tool \"{name}\"."))),
-        },
-        other => Err(ToolError::Invalid(format!("unknown tool \"{other}\"."))),
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn names(tools: &[&'static dyn Tool]) -> Vec<&'static str> {
+        tools.iter().map(|t| t.definition().name).collect()
+    }
+
+    #[test]
+    fn the_five_tools_in_order_and_search_docs_only_with_a_library() {
+        assert_eq!(
+            names(&catalogue(true, false)),
+            [
+                "recall",
+                "remember",
+                "list_memories",
+                "forget",
+                "memory_stats"
+            ]
+        );
+        let aws = catalogue(false, true);
+        assert_eq!(names(&aws).last(), Some(&"search_docs"));
+        let stats = |tools: &[&'static dyn Tool]| tools[4].definition().description;
+        assert!(stats(&aws).contains("lower bounds"));
+        assert!(!stats(&catalogue(true, false)).contains("lower bounds"));
+    }
+
+    #[test]
+    fn the_listing_has_no_tenant_property_and_says_what_is_required() {
+        let list: Vec<Value> = (catalogue(true, true).iter())
+            .map(|t| t.definition().to_json())
+            .collect();
+        assert!(
+            !Value::Array(list.clone())
+                .to_string()
+                .contains("\"tenant\"")
+        );
+        assert!(
+            list[0]["description"]
+                .as_str()
+                .unwrap()
+                .contains("at the start of a task")
+        );
+        assert_eq!(list[0]["inputSchema"]["required"], json!(["query"]));
+        assert_eq!(
+            list[1]["inputSchema"]["properties"]["type"]["enum"],
+            json!(["project", "pattern", "reference", "conversation"])
+        );
+        assert_eq!(
+            list[4]["inputSchema"],
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(list[5]["inputSchema"]["required"], json!(["query"]));
     }
 }

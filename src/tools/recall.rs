@@ -1,33 +1,100 @@
 //! `recall`: the memories closest in meaning to a question, ranked, with a confidence level.
 
-use super::{Arguments, Memories, ToolError, args, render};
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::schema::{self, Definition, Kind, Param};
+use super::{Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
-use crate::keywords;
 use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, RecallMode};
+use crate::search::{self, Query};
 
-pub(super) async fn run(
-    memories: &Memories,
+const DEFINITION: Definition = Definition {
+    name: "recall",
+    description: "Search this project's remembered knowledge by meaning. Call it at the start of a task, \
+        and before asking the user to explain something again: decisions, conventions and setup steps \
+        from earlier sessions are only here. Returns the memories themselves, ranked, with a confidence \
+        level. An empty result means nothing was stored on the subject, not that the subject has no \
+        answer. Results are the project's shared memory plus this conversation's own notes, never \
+        another conversation's.",
+    params: &[
+        Param {
+            name: "query",
+            kind: Kind::String,
+            required: true,
+            description: "What you want to know, in natural language.",
+        },
+        Param {
+            name: "limit",
+            kind: Kind::Integer,
+            required: false,
+            description: "Maximum number of memories to return (1-50). Default: the mode's own.",
+        },
+        Param {
+            name: "mode",
+            kind: Kind::OneOf(&RecallMode::NAMES),
+            required: false,
+            description: "precision: few, close matches. balanced (default). exploratory: more, looser \
+                matches; use it when balanced found nothing.",
+        },
+    ],
+};
+
+#[derive(Deserialize)]
+struct Args {
+    query: String,
+    limit: Option<f64>,
+    mode: Option<RecallMode>,
+}
+
+pub(super) struct Recall;
+
+#[async_trait]
+impl Tool for Recall {
+    fn definition(&self) -> &'static Definition {
+        &DEFINITION
+    }
+
+    async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: &Arguments,
+    ) -> Result<String, ToolError> {
+        let args: Args = schema::parse(args)?;
+        let mode = args.mode.unwrap_or(RecallMode::Balanced);
+        let query = args::non_blank(&args.query, "query")?;
+        let limit = args::limit(args.limit, mode.default_limit())?;
+        recall(service, ctx, query, mode, limit).await
+    }
+}
+
+async fn recall(
+    service: &ToolService,
     ctx: &RequestContext,
-    args: &Arguments,
+    query: &str,
+    mode: RecallMode,
+    limit: usize,
 ) -> Result<String, ToolError> {
-    let mode = args::mode(args)?;
-    let query = args::required_string(args, "query")?;
-    let limit = args::limit(args, mode.default_limit())?;
-
-    let vector = memories.embedder.embed(query).await?;
+    let vector = service.embedder.embed(query).await?;
     let visibility = ctx.visibility();
-    let terms = keywords::query_terms(query);
-    let hybrid = memories.keyword_weight > 0.0 && !terms.is_empty();
+    let terms = search::query_terms(query);
+    let hybrid = service.keyword_weight > 0.0 && !terms.is_empty();
     let wanted = if hybrid {
         ranking::HYBRID_CANDIDATES
     } else {
         ranking::candidate_count(limit)
     };
     let words = if hybrid { &terms[..] } else { &[] };
-    let found = memories
+    let wanted = Query {
+        vector: &vector,
+        terms: words,
+        k: wanted,
+    };
+    let found = service
         .store
-        .candidates(&ctx.tenant, &visibility, &vector, words, wanted)
+        .search(&ctx.tenant, &visibility, &wanted)
         .await?;
     let mut candidates = ranking::fuse(found.nearest, found.by_words);
     // The store already filtered; checking again means a store bug fails closed.
@@ -44,8 +111,8 @@ pub(super) async fn run(
         candidates,
         mode,
         limit,
-        memories.min_similarity,
-        memories.keyword_weight,
+        service.min_similarity,
+        service.keyword_weight,
         now,
     );
     if ranking.results.is_empty() {
@@ -64,7 +131,7 @@ pub(super) async fn run(
     }
 
     let used: Vec<&Memory> = ranking.results.iter().map(|r| &*r.memory).collect();
-    memories
+    service
         .store
         .record_access(&ctx.tenant, &visibility, &used, now)
         .await?;

@@ -1,6 +1,10 @@
 //! `remember`: store a durable fact, unless a visible memory already says it.
 
-use super::{Arguments, Memories, ToolError, args, render};
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::schema::{self, Definition, Kind, Param};
+use super::{Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{MemoryType, NewMemory, Scope, new_id, now_ms};
 use crate::store::Remembered;
@@ -12,17 +16,88 @@ pub const MAX_TAG_BYTES: usize = 64;
 /// How much of an over-long tag the refusal quotes.
 const TAG_QUOTE_CHARS: usize = 30;
 
-pub(super) async fn run(
-    memories: &Memories,
+const DEFINITION: Definition = Definition {
+    name: "remember",
+    description: "Store a durable fact for later runs: a decision and its reason, a convention, a command \
+        that worked. Near-identical content is not written twice: you are told which memory already \
+        says it, and the tags and category you passed are discarded. By default the memory belongs to \
+        the whole project (every conversation); scope 'conversation' keeps it for this thread only.",
+    params: &[
+        Param {
+            name: "content",
+            kind: Kind::String,
+            required: true,
+            description: "The fact, written so it makes sense months from now without this conversation.",
+        },
+        Param {
+            name: "scope",
+            kind: Kind::OneOf(&Scope::NAMES),
+            required: false,
+            description: "project (default): visible to every conversation. conversation: only this \
+                thread; needs a conversation on the request (chats, Slack threads, A2A calls).",
+        },
+        Param {
+            name: "type",
+            kind: Kind::OneOf(&MemoryType::NAMES),
+            required: false,
+            description: "project (default): how the project is built or decided. pattern: a reusable \
+                snippet or command. reference: an external fact or link. conversation: something the \
+                user said that should persist.",
+        },
+        Param {
+            name: "category",
+            kind: Kind::String,
+            required: false,
+            description: "Optional sub-label such as decision, architecture or convention (max 128 bytes).",
+        },
+        Param {
+            name: "tags",
+            kind: Kind::Strings,
+            required: false,
+            description: "Optional labels (max 20), each up to 64 bytes.",
+        },
+    ],
+};
+
+#[derive(Deserialize)]
+struct Args {
+    content: String,
+    scope: Option<Scope>,
+    #[serde(rename = "type")]
+    memory_type: Option<MemoryType>,
+    category: Option<String>,
+    tags: Option<Vec<String>>,
+}
+
+pub(super) struct Remember;
+
+#[async_trait]
+impl Tool for Remember {
+    fn definition(&self) -> &'static Definition {
+        &DEFINITION
+    }
+
+    async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: &Arguments,
+    ) -> Result<String, ToolError> {
+        let memory = validate(ctx, schema::parse(args)?)?;
+        remember(service, ctx, memory).await
+    }
+}
+
+async fn remember(
+    service: &ToolService,
     ctx: &RequestContext,
-    args: &Arguments,
+    memory: NewMemory,
 ) -> Result<String, ToolError> {
-    let memory = validate(ctx, args)?;
-    let vector = memories.embedder.embed(&memory.content).await?;
+    let vector = service.embedder.embed(&memory.content).await?;
     let dedup_scope = ctx.visibility().for_dedup(memory.scope);
-    let outcome = memories
+    let outcome = service
         .store
-        .remember(&ctx.tenant, memory, &vector, &dedup_scope)
+        .remember(&ctx.tenant, &dedup_scope, memory, &vector)
         .await?;
     Ok(match outcome {
         Remembered::Stored(m) => {
@@ -31,7 +106,7 @@ pub(super) async fn run(
             out
         }
         Remembered::AlreadyKnown(existing) => {
-            memories
+            service
                 .store
                 .record_access(&ctx.tenant, &ctx.visibility(), &[&existing], now_ms())
                 .await?;
@@ -44,9 +119,9 @@ pub(super) async fn run(
     })
 }
 
-/// BEHAVIOR.md §3.4, first failure wins.
-fn validate(ctx: &RequestContext, args: &Arguments) -> Result<NewMemory, ToolError> {
-    let content = args::required_string(args, "content")?;
+/// docs/behavior.md#remember, first failure wins.
+fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
+    let content = args::non_blank(&args.content, "content")?;
     if content.len() > MAX_CONTENT_BYTES {
         return Err(ToolError::Invalid(format!(
             "`content` is {} bytes; the maximum is {MAX_CONTENT_BYTES}. Store the essential fact \
@@ -54,14 +129,14 @@ fn validate(ctx: &RequestContext, args: &Arguments) -> Result<NewMemory, ToolErr
             content.len()
         )));
     }
-    let category = args::optional_string(args, "category")?;
+    let category = args.category.as_deref();
     if category.is_some_and(|c| c.len() > MAX_CATEGORY_BYTES) {
         return Err(ToolError::Invalid(format!(
             "`category` may be at most {MAX_CATEGORY_BYTES} bytes; it is a sub-label, so put the \
              detail in content."
         )));
     }
-    let scope = args::scope(args)?;
+    let scope = args.scope.unwrap_or(Scope::Project);
     if scope == Scope::Conversation && ctx.conversation.is_none() {
         return Err(ToolError::Invalid(
             "scope 'conversation' needs a conversation, but this request carries no \
@@ -69,8 +144,8 @@ fn validate(ctx: &RequestContext, args: &Arguments) -> Result<NewMemory, ToolErr
                 .into(),
         ));
     }
-    let memory_type = args::memory_type(args)?.unwrap_or(MemoryType::Project);
-    let tags = args::tags(args)?;
+    let memory_type = args.memory_type.unwrap_or(MemoryType::Project);
+    let tags = args::tags(args.tags);
     if tags.len() > MAX_TAGS {
         return Err(ToolError::Invalid(format!(
             "`tags` may hold at most {MAX_TAGS} entries."

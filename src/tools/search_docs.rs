@@ -1,10 +1,15 @@
-//! `search_docs`: passages from the shared documentation library (BEHAVIOR.md §3.8). Offered
+//! `search_docs`: passages from the shared documentation library (docs/behavior.md#search_docs). Offered
 //! only when a knowledge base is configured. The tenant header is still required, but the
 //! library is the same for every tenant.
 
 use std::fmt::Write;
 
-use super::{Arguments, ToolError, args};
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::schema::{self, Definition, Kind, Param};
+use super::{Arguments, Tool, ToolError, ToolService, args};
+use crate::context::RequestContext;
 use crate::docs::Library;
 
 pub const MAX_QUERY_CHARS: usize = 1_000;
@@ -12,8 +17,57 @@ const DEFAULT_LIMIT: usize = 5;
 /// Longer passages are cut here, with a note pointing at the source.
 const EXCERPT_CHARS: usize = 2_000;
 
-pub(super) async fn run(library: &dyn Library, args: &Arguments) -> Result<String, ToolError> {
-    let query = args::required_string(args, "query")?;
+const DEFINITION: Definition = Definition {
+    name: "search_docs",
+    description: "Search the shared documentation library (product and engineering documents, the \
+        same for every project) for passages that answer a question. Use recall for what this \
+        project learned; use this for what is written down. Returns excerpts with their sources.",
+    params: &[
+        Param {
+            name: "query",
+            kind: Kind::String,
+            required: true,
+            description: "The one thing you want to know, in natural language (max 1000 characters).",
+        },
+        Param {
+            name: "limit",
+            kind: Kind::Integer,
+            required: false,
+            description: "How many excerpts to return (1-50). Default 5.",
+        },
+    ],
+};
+
+#[derive(Deserialize)]
+struct Args {
+    query: String,
+    limit: Option<f64>,
+}
+
+pub(super) struct SearchDocs;
+
+#[async_trait]
+impl Tool for SearchDocs {
+    fn definition(&self) -> &'static Definition {
+        &DEFINITION
+    }
+
+    async fn run(
+        &self,
+        service: &ToolService,
+        _: &RequestContext,
+        args: &Arguments,
+    ) -> Result<String, ToolError> {
+        // Offered only with a library: the catalogue has no `search_docs` otherwise.
+        let Some(library) = &service.docs else {
+            return Err(ToolError::Invalid("unknown tool \"search_docs\".".into()));
+        };
+        search(library.as_ref(), schema::parse(args)?).await
+    }
+}
+
+async fn search(library: &dyn Library, args: Args) -> Result<String, ToolError> {
+    let query = args::non_blank(&args.query, "query")?;
     let length = query.chars().count();
     if length > MAX_QUERY_CHARS {
         return Err(ToolError::Invalid(format!(
@@ -21,11 +75,8 @@ pub(super) async fn run(library: &dyn Library, args: &Arguments) -> Result<Strin
              thing you want to know."
         )));
     }
-    let limit = args::limit(args, DEFAULT_LIMIT)?;
-    let excerpts = library
-        .search(query, limit)
-        .await
-        .map_err(|e| ToolError::Docs(e.to_string()))?;
+    let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
+    let excerpts = library.search(query, limit).await?;
     if excerpts.is_empty() {
         return Ok(format!(
             "[DOCS] Nothing in the documentation library matched \"{query}\".\nAn empty result \
@@ -103,7 +154,7 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(run(library, &args))
+            .block_on(search(library, schema::parse(&args)?))
     }
 
     fn passage(text: &str, source: Option<&str>, score: Option<f64>) -> Excerpt {
@@ -185,9 +236,6 @@ mod tests {
         let Err(ToolError::Docs(cause)) = call(&broken, json!({"query": "q"})) else {
             panic!("a library failure is a dependency failure");
         };
-        assert_eq!(
-            cause,
-            "the knowledge base could not be searched — AccessDeniedException: no"
-        );
+        assert_eq!(cause, "AccessDeniedException: no");
     }
 }

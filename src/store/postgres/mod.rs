@@ -1,35 +1,34 @@
 //! The on-premises store: one native `memories` table in PostgreSQL with pgvector
-//! (BEHAVIOR.md §8, DESIGN.md §5). The tenant and the request's visibility are in every
+//! (docs/behavior.md#postgresql). The tenant and the request's visibility are in every
 //! statement; counters live in the row and move by one atomic UPDATE; the schema is
 //! created (and a v0.8 database migrated) at boot under an advisory lock, so replicas
 //! starting together do not race. Searches (the exact scan and keyword matching) run in
 //! this process on an index of the tenant's vectors and terms, kept coherent across
-//! replicas by a per-tenant version (`cached.rs`); the rows they find are then read by id.
+//! replicas by a per-tenant version (`versions.rs`); the rows they find are then read by id.
+//! A scan is CPU work, so it runs off the async threads, as SQLite's does.
 //! Terms are made by `keywords` and kept in the row's `terms text[]`: language-neutral, any
 //! script, and the same terms SQLite indexes.
 
-mod cached;
 mod legacy;
+mod versions;
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use cached::{Indexes, TenantIndex, Versioned};
-
-use super::index::{Entry, SearchIndex, WordMatch};
-use super::{Candidates, Counts, MemoryStore, Remembered, StoreError};
+use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
-use crate::keywords;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
+use crate::search::cache::{Slot, TenantCache, Version};
+use crate::search::{self, Entry, Found, Query, SearchIndex};
+use versions::Database;
 
 /// Serialises schema work across every replica booting at once.
 const SCHEMA_LOCK: i64 = 7_304_592_118_001;
@@ -63,7 +62,7 @@ const SCHEMA: &[&str] = &[
     "DROP INDEX IF EXISTS memories_terms_idx",
 ];
 
-/// `$2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
+/// `$2` is the request's conversation or NULL (docs/behavior.md#visibility).
 const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2))";
 /// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).
 const COLUMNS: &str = "id, content, memory_type, category, tags, \
@@ -80,11 +79,24 @@ pub struct PostgresStore {
     pool: PgPool,
     location: String,
     width: usize,
-    indexes: Indexes,
+    indexes: TenantCache<SearchIndex>,
+    /// The same pool, as the tenant cache reads it.
+    database: Database,
 }
 
+/// A failed statement: a timeout (the pool's or `statement_timeout`'s) or anything else.
 fn failed(e: sqlx::Error) -> StoreError {
-    StoreError::Failed(format!("PostgreSQL: {e}"))
+    let timed_out = match &e {
+        sqlx::Error::PoolTimedOut => true,
+        // 57014: query_canceled, which is how statement_timeout ends a statement.
+        sqlx::Error::Database(db) => db.code().as_deref() == Some("57014"),
+        _ => false,
+    };
+    if timed_out {
+        StoreError::timed_out("PostgreSQL", e)
+    } else {
+        StoreError::unavailable("PostgreSQL", e)
+    }
 }
 
 /// pgvector's text form, `[1,-0.5,2e-7]`; Display of f32 round-trips exactly.
@@ -96,14 +108,39 @@ fn vector_literal(v: &[f32]) -> String {
 /// A write under way (`begin_write`); this process's next write to the tenant waits until
 /// it is dropped.
 struct Write {
-    entry: Arc<TenantIndex>,
+    slot: Arc<Slot<SearchIndex>>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
-    from: i64,
+    from: Version,
 }
 
-/// A search's answer: ids with a similarity and, for keyword matches, a score.
-type Found = Vec<(String, f64, f64)>;
+/// A memory a search found, by id, with its similarity and, for a keyword match, its score.
+struct Located {
+    id: String,
+    similarity: f64,
+    score: f64,
+}
+
+impl Located {
+    /// A search's answers as ids, nearest first, then by words.
+    fn all(index: &SearchIndex, found: Found) -> [Vec<Located>; 2] {
+        let nearest = (found.nearest.into_iter())
+            .map(|n| Located {
+                id: index.id(n.position).to_owned(),
+                similarity: n.similarity,
+                score: 0.0,
+            })
+            .collect();
+        let by_words = (found.by_words.into_iter())
+            .map(|m| Located {
+                id: index.id(m.position).to_owned(),
+                similarity: m.similarity,
+                score: m.score,
+            })
+            .collect();
+        [nearest, by_words]
+    }
+}
 
 /// Reads, in one query, the rows of each answer in `found` that `visibility` may see; each
 /// keeps its order, and a memory in two answers is read once. A memory deleted since the
@@ -112,13 +149,9 @@ async fn found_rows<'e, const N: usize>(
     executor: impl sqlx::PgExecutor<'e>,
     tenant: &Tenant,
     visibility: &Visibility,
-    found: [Found; N],
+    found: [Vec<Located>; N],
 ) -> Result<[Vec<KeywordHit>; N], StoreError> {
-    let ids: Vec<&str> = found
-        .iter()
-        .flatten()
-        .map(|(id, _, _)| id.as_str())
-        .collect();
+    let ids: Vec<&str> = found.iter().flatten().map(|l| l.id.as_str()).collect();
     if ids.is_empty() {
         return Ok(found.map(|_| Vec::new()));
     }
@@ -139,41 +172,17 @@ async fn found_rows<'e, const N: usize>(
     Ok(found.map(|answer| {
         answer
             .into_iter()
-            .filter_map(|(id, similarity, score)| {
+            .filter_map(|located| {
                 Some(KeywordHit {
                     hit: Hit {
-                        memory: Arc::clone(by_id.get(&id)?),
-                        similarity,
+                        memory: Arc::clone(by_id.get(&located.id)?),
+                        similarity: located.similarity,
                     },
-                    score,
+                    score: located.score,
                 })
             })
             .collect()
     }))
-}
-
-/// The nearest memories as a search answer.
-fn nearest_found(
-    search: &SearchIndex,
-    embedding: &[f32],
-    visibility: &Visibility,
-    k: usize,
-) -> Found {
-    nearest_ids(search, search.nearest(embedding, visibility, k))
-}
-
-/// Nearest positions as a search answer (ids, with no keyword score).
-fn nearest_ids(search: &SearchIndex, nearest: Vec<(usize, f64)>) -> Found {
-    (nearest.into_iter())
-        .map(|(i, similarity)| (search.id(i).to_owned(), similarity, 0.0))
-        .collect()
-}
-
-/// Keyword matches as a search answer.
-fn match_ids(search: &SearchIndex, matches: Vec<WordMatch>) -> Found {
-    (matches.into_iter())
-        .map(|(i, similarity, score)| (search.id(i).to_owned(), similarity, score))
-        .collect()
 }
 
 impl PostgresStore {
@@ -184,8 +193,9 @@ impl PostgresStore {
         dimension: usize,
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url)
-            .map_err(|_| StoreError::Failed("DATABASE_URL is not a valid PostgreSQL URL".into()))?;
+        let options = PgConnectOptions::from_str(url).map_err(|_| {
+            StoreError::unavailable("DATABASE_URL", "it is not a valid PostgreSQL URL")
+        })?;
         let location = format!(
             "{}:{}/{}",
             options.get_host(),
@@ -202,13 +212,17 @@ impl PostgresStore {
             .connect_with(options)
             .await
             .map_err(|e| {
-                StoreError::Failed(format!("cannot connect to PostgreSQL at {location}: {e}"))
+                StoreError::unavailable(format!("cannot connect to PostgreSQL at {location}"), e)
             })?;
         let store = PostgresStore {
+            database: Database {
+                pool: pool.clone(),
+                width: dimension,
+            },
             pool,
             location,
             width: dimension,
-            indexes: Indexes::default(),
+            indexes: TenantCache::default(),
         };
         if let Err(e) = store.ensure_schema(dimension).await {
             store.pool.close().await;
@@ -235,12 +249,15 @@ impl PostgresStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| {
-                    StoreError::Failed(format!(
-                        "the pgvector extension is not installed and this role may not create it: \
-                         run `CREATE EXTENSION vector;` in database {} as a superuser, or use an \
-                         image that ships it (pgvector/pgvector) — {e}",
-                        self.location
-                    ))
+                    StoreError::unavailable(
+                        format!(
+                            "the pgvector extension is not installed and this role may not \
+                             create it: run `CREATE EXTENSION vector;` in database {} as a \
+                             superuser, or use an image that ships it (pgvector/pgvector)",
+                            self.location
+                        ),
+                        e,
+                    )
                 })?;
         }
         if legacy::present(&mut tx).await.map_err(failed)? {
@@ -253,7 +270,7 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         }
-        for statement in cached::SCHEMA {
+        for statement in versions::SCHEMA {
             sqlx::query(statement)
                 .execute(&mut *tx)
                 .await
@@ -266,12 +283,11 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
-            return Err(StoreError::Dimension(format!(
-                "the memories in {} are {width}-dimensional but EMBEDDING_DIM is {dimension}; \
-                 use the model they were stored with, or re-embed them (or start from a fresh \
-                 database) before changing models — nothing was altered",
-                self.location
-            )));
+            return Err(StoreError::Dimension {
+                location: format!("the database {}", self.location),
+                stored: width as usize,
+                configured: dimension,
+            });
         }
         tx.commit().await.map_err(failed)
     }
@@ -280,65 +296,18 @@ impl PostgresStore {
     /// the transaction holds the tenant's version row (one writer per tenant across
     /// replicas, for check-then-insert), so the write knows the version it moves on from.
     async fn begin_write(&self, tenant: &Tenant) -> Result<Write, StoreError> {
-        let entry = cached::entry(&self.indexes, tenant.as_str());
-        let turn = Arc::clone(&entry.writes).lock_owned().await;
+        let slot = self.indexes.slot(tenant.as_str());
+        let turn = Arc::clone(&slot.writes).lock_owned().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        let from = cached::lock_version(&mut *tx, tenant.as_str())
+        let from = versions::lock_version(&mut *tx, tenant.as_str())
             .await
             .map_err(failed)?;
         Ok(Write {
-            entry,
+            slot,
             _turn: turn,
             tx,
             from,
         })
-    }
-
-    /// `search` run on the tenant's index as of the committed version, rebuilt first if
-    /// this process holds another (or none).
-    async fn search<T>(
-        &self,
-        tenant: &Tenant,
-        search: impl Fn(&SearchIndex) -> T,
-    ) -> Result<T, StoreError> {
-        let entry = cached::entry(&self.indexes, tenant.as_str());
-        let committed = cached::version(&self.pool, tenant.as_str())
-            .await
-            .map_err(failed)?;
-        if let Some(found) = entry.read_at(committed, &search) {
-            return Ok(found);
-        }
-        // This process's writes wait meanwhile, so one in flight has applied by now and
-        // none moves the index on; one rebuild at a time, and whoever waited for it may
-        // find it done. A rebuilt index is as new as the version read above, or newer.
-        let _turn = entry.writes.lock().await;
-        let mut conn = self.pool.acquire().await.map_err(failed)?;
-        let now = cached::version(&mut *conn, tenant.as_str())
-            .await
-            .map_err(failed)?;
-        if entry.read_at(now, |_| ()).is_none() {
-            self.rebuild(&entry, &mut conn, tenant, now).await?;
-        }
-        entry
-            .read_held(&search)
-            .ok_or_else(|| StoreError::Failed("the tenant's index was dropped".into()))
-    }
-
-    /// Builds the tenant's index from the database, labelled `version`: read before the
-    /// rows (or locked by the caller's transaction), so the label is never newer than them.
-    async fn rebuild(
-        &self,
-        entry: &TenantIndex,
-        conn: &mut sqlx::PgConnection,
-        tenant: &Tenant,
-        version: i64,
-    ) -> Result<(), StoreError> {
-        let loaded = Versioned::load(conn, tenant.as_str(), self.width, version)
-            .await
-            .map_err(failed)?;
-        entry.install(loaded);
-        self.indexes.grown(tenant.as_str());
-        Ok(())
     }
 }
 
@@ -352,7 +321,7 @@ async fn index_terms(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE memories SET terms = $3 WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
             .bind(id)
-            .bind(keywords::terms(&content))
+            .bind(search::terms(&content))
             .execute(&mut *tx)
             .await?;
     }
@@ -390,26 +359,40 @@ impl MemoryStore for PostgresStore {
     async fn remember(
         &self,
         tenant: &Tenant,
+        dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
         let mut write = self.begin_write(tenant).await?;
-        let (entry, from) = (Arc::clone(&write.entry), write.from);
-        if entry.read_at(from, |_| ()).is_none() {
-            self.rebuild(&entry, &mut write.tx, tenant, from).await?;
+        let (slot, from) = (Arc::clone(&write.slot), write.from);
+        if !slot.shows(from) {
+            let index = versions::load(&mut *write.tx, tenant.as_str(), self.width)
+                .await
+                .map_err(failed)?;
+            self.indexes.install(tenant.as_str(), &slot, from, index);
         }
-        let nearest = entry
-            .read_at(from, |s| {
-                nearest_found(s, embedding, dedup_scope, dedup::NEIGHBOURS)
+        let (scope, vector) = (dedup_scope.clone(), embedding.to_vec());
+        let held = Arc::clone(&slot);
+        let nearest = tokio::task::spawn_blocking(move || {
+            held.read_at(from, |index| {
+                let query = Query {
+                    vector: &vector,
+                    terms: &[],
+                    k: dedup::NEIGHBOURS,
+                };
+                let [nearest, _] = Located::all(index, index.search(&query, &scope));
+                nearest
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+        })
+        .await
+        .map_err(|e| StoreError::unavailable("the in-process search index", e))?;
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
-        let terms = keywords::terms(&memory.content);
+        let terms = search::terms(&memory.content);
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
              scope, conversation, trust_base, embedding, terms) VALUES ($1, $2, $3, $4, $5, $6, \
@@ -432,8 +415,8 @@ impl MemoryStore for PostgresStore {
         write.tx.commit().await.map_err(failed)?;
         let memory = memory.into_memory();
         // The trigger moved the tenant exactly one version on.
-        entry.apply(from, from + 1, |search| {
-            search.push(
+        slot.apply(from, from + 1, |index| {
+            index.push(
                 Entry {
                     id: &memory.id,
                     scope: memory.scope,
@@ -446,56 +429,27 @@ impl MemoryStore for PostgresStore {
         Ok(Remembered::Stored(memory))
     }
 
-    async fn nearest(
+    async fn search(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<Hit>, StoreError> {
+        query: &Query<'_>,
+    ) -> Result<Matches, StoreError> {
+        let seen = visibility.clone();
+        let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
         let found = self
-            .search(tenant, |s| nearest_found(s, embedding, visibility, k))
-            .await?;
-        let [nearest] = found_rows(&self.pool, tenant, visibility, [found]).await?;
-        Ok(nearest.into_iter().map(|found| found.hit).collect())
-    }
-
-    async fn keyword_hits(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        terms: &[String],
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<KeywordHit>, StoreError> {
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let found = self
-            .search(tenant, |s| {
-                match_ids(s, s.keyword_hits(terms, embedding, visibility, k))
-            })
-            .await?;
-        let [by_words] = found_rows(&self.pool, tenant, visibility, [found]).await?;
-        Ok(by_words)
-    }
-
-    async fn candidates(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        embedding: &[f32],
-        terms: &[String],
-        k: usize,
-    ) -> Result<Candidates, StoreError> {
-        let found = self
-            .search(tenant, |s| {
-                let (nearest, by_words) = s.candidates(embedding, terms, visibility, k);
-                [nearest_ids(s, nearest), match_ids(s, by_words)]
+            .indexes
+            .search(&self.database, tenant.as_str(), move |index| {
+                let query = Query {
+                    vector: &vector,
+                    terms: &terms,
+                    k,
+                };
+                Located::all(index, index.search(&query, &seen))
             })
             .await?;
         let [nearest, by_words] = found_rows(&self.pool, tenant, visibility, found).await?;
-        Ok(Candidates {
+        Ok(Matches {
             nearest: nearest.into_iter().map(|found| found.hit).collect(),
             by_words,
         })
@@ -532,7 +486,7 @@ impl MemoryStore for PostgresStore {
         id: &str,
     ) -> Result<bool, StoreError> {
         let mut write = self.begin_write(tenant).await?;
-        let (entry, from) = (Arc::clone(&write.entry), write.from);
+        let (slot, from) = (Arc::clone(&write.slot), write.from);
         let deleted = sqlx::query(&format!(
             "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
         ))
@@ -546,8 +500,8 @@ impl MemoryStore for PostgresStore {
             > 0;
         write.tx.commit().await.map_err(failed)?;
         if deleted {
-            entry.apply(from, from + 1, |search| {
-                search.remove(id);
+            slot.apply(from, from + 1, |index| {
+                index.remove(id);
             });
         }
         Ok(deleted)
@@ -597,9 +551,13 @@ impl MemoryStore for PostgresStore {
         Ok(())
     }
 
+    /// Every write is committed when it returns: nothing waits here.
     async fn flush(&self) -> Result<(), StoreError> {
-        self.pool.close().await;
         Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
     }
 
     fn describe(&self) -> String {

@@ -8,6 +8,9 @@ use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
 use super::{PoolSettings, PostgresStore};
+use crate::memory::{MemoryType, Scope};
+use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
+use crate::store::{MemoryStore, Remembered};
 
 const SETTINGS: PoolSettings = PoolSettings {
     max_connections: 4,
@@ -41,8 +44,11 @@ async fn fresh() -> PostgresStore {
         .unwrap()
 }
 
-crate::store::suite::store_suite!(fresh().await);
-crate::store::suite::keyword_suite!(fresh().await);
+#[tokio::test]
+async fn the_shared_suite() {
+    suite::run(fresh).await;
+    suite::run_keywords(fresh).await;
+}
 
 #[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
@@ -65,7 +71,7 @@ async fn concurrent_identical_remembers_store_one_memory() {
                 None,
             );
             store
-                .remember(&tenant("acme"), m, &direction(0, 0.0), &seen_from(None))
+                .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
                 .await
                 .unwrap()
         });
@@ -318,23 +324,28 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
         .unwrap();
     assert_eq!(globex[0].memory_type, MemoryType::Reference);
     // The embedding came along: nearest finds the memory by its own vector.
-    let hits = store
-        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 1)
-        .await
-        .unwrap();
+    let hits = suite::nearest(
+        &store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        1,
+    )
+    .await
+    .unwrap();
     assert_eq!(hits[0].memory.content, "use pnpm");
     assert!((hits[0].similarity - 1.0).abs() < 1e-6);
     // And its words were indexed on the way in.
-    let by_word = store
-        .keyword_hits(
-            &tenant("acme"),
-            &seen_from(None),
-            &crate::keywords::query_terms("pnpm"),
-            &direction(0, 0.0),
-            5,
-        )
-        .await
-        .unwrap();
+    let by_word = suite::keyword_hits(
+        &store,
+        &tenant("acme"),
+        &seen_from(None),
+        &crate::search::query_terms("pnpm"),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
     assert_eq!(by_word.len(), 1);
     assert_eq!(by_word[0].hit.memory.content, "use pnpm");
 
@@ -360,20 +371,25 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
 
 /// What `store` finds for acme by meaning (near axis 0) and by `word`, as contents.
 async fn found(store: &PostgresStore, word: &str) -> (Vec<String>, Vec<String>) {
-    let by_meaning = store
-        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 10)
-        .await
-        .unwrap();
-    let by_word = store
-        .keyword_hits(
-            &tenant("acme"),
-            &seen_from(None),
-            &crate::keywords::query_terms(word),
-            &direction(0, 0.0),
-            10,
-        )
-        .await
-        .unwrap();
+    let by_meaning = suite::nearest(
+        store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        10,
+    )
+    .await
+    .unwrap();
+    let by_word = suite::keyword_hits(
+        store,
+        &tenant("acme"),
+        &seen_from(None),
+        &crate::search::query_terms(word),
+        &direction(0, 0.0),
+        10,
+    )
+    .await
+    .unwrap();
     let mut by_meaning: Vec<String> = by_meaning
         .into_iter()
         .map(|h| h.memory.content.clone())
@@ -463,8 +479,7 @@ async fn searches_see_every_replicas_writes_and_an_operators_sql() {
     // Nothing truncated lingers in the index to crowd out what is written next.
     let fresh = note("a fresh start", T0 + 4, Scope::Project, None);
     store_one(&a, "acme", fresh, &direction(5, 0.0)).await;
-    let nearest = a
-        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 1)
+    let nearest = suite::nearest(&a, &tenant("acme"), &seen_from(None), &direction(0, 0.0), 1)
         .await
         .unwrap();
     assert_eq!(nearest.len(), 1, "a truncated memory took the only place");
@@ -492,9 +507,9 @@ async fn a_replicas_own_writes_update_its_index_in_place() {
     );
     // Five writes, five versions; the index this process built at the first write shows the
     // last one without being rebuilt from the rows.
-    let version = super::cached::version(&store.pool, "acme").await.unwrap();
+    let version = super::versions::version(&store.pool, "acme").await.unwrap();
     assert_eq!(version, 5);
     let held = store.indexes.held("acme").unwrap();
-    assert_eq!(held.read_at(version, |search| search.memories()), Some(3));
+    assert_eq!(held.read_at(version, |index| index.len()).ok(), Some(3));
     assert_eq!(found(&store, "fact").await.1.len(), 3);
 }

@@ -399,5 +399,4 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
-#[path = "counters_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! The AWS store (BEHAVIOR.md §7): memories in S3 Vectors, and in an ordinary state bucket
+//! The AWS store (docs/behavior.md#s3): memories in S3 Vectors, and in an ordinary state bucket
 //! a recency index (for listing and counting) and usage counters that need no lock. Nothing
 //! is updated in place, and nothing is called at boot: a missing bucket shows up as a tool
 //! error on first use, never as a pod that will not start.
@@ -18,10 +18,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Counts, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::log;
 use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::search::Query;
 use counters::{Clock, Counters, Tally};
 use index::Entry;
 use objects::{Condition, Objects, S3Objects};
@@ -110,7 +111,7 @@ impl S3Store {
         self.counters
             .load(tenant)
             .await
-            .map_err(|e| StoreError::Failed(format!("the usage counters could not be read — {e}")))
+            .map_err(|e| StoreError::unavailable("the usage counters could not be read", e))
     }
 
     /// Index keys under the tenant's prefix, newest first, that `keep` accepts, until
@@ -174,7 +175,12 @@ fn flush_periodically(counters: Arc<Counters>, every: Duration) -> tokio::task::
 }
 
 fn state_failed(e: objects::ObjectError) -> StoreError {
-    StoreError::Failed(e.to_string())
+    match e {
+        objects::ObjectError::Failed { operation, cause } => {
+            StoreError::unavailable(format!("S3 {operation} failed"), cause)
+        }
+        precondition => StoreError::unavailable("S3", precondition),
+    }
 }
 
 /// Fills a memory's usage from the counters.
@@ -208,9 +214,9 @@ impl MemoryStore for S3Store {
     async fn remember(
         &self,
         tenant: &Tenant,
+        dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
         let neighbours = self
             .nearest_visible(tenant, dedup_scope, embedding, dedup::NEIGHBOURS)
@@ -222,7 +228,7 @@ impl MemoryStore for S3Store {
         vectors::check_budget(&metadata)?;
         let memory = memory.into_memory();
         let index_key = index_key(tenant, &memory)
-            .ok_or_else(|| StoreError::Failed("the new memory's id is not a ULID".into()))?;
+            .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
         let vector_key = vectors::key(tenant, &memory.id);
         // Vector first: an index key with no memory behind it would list as a gap.
         self.vectors.put(&vector_key, embedding, &metadata).await?;
@@ -239,22 +245,25 @@ impl MemoryStore for S3Store {
         Ok(Remembered::Stored(memory))
     }
 
-    async fn nearest(
+    /// By meaning only: S3 Vectors has no text index, so `query.terms` find nothing.
+    async fn search(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<Hit>, StoreError> {
+        query: &Query<'_>,
+    ) -> Result<Matches, StoreError> {
         let hits = self
-            .nearest_visible(tenant, visibility, embedding, k)
+            .nearest_visible(tenant, visibility, query.vector, query.k)
             .await?;
         let tally = self.usage(tenant).await?;
         let hits = hits
             .into_iter()
             .map(|h| Hit::new(with_usage(Memory::clone(&h.memory), &tally), h.similarity))
             .collect();
-        Ok(keep_nearest(hits, k))
+        Ok(Matches {
+            nearest: keep_nearest(hits, query.k),
+            by_words: Vec::new(),
+        })
     }
 
     async fn list(
@@ -372,10 +381,7 @@ impl MemoryStore for S3Store {
 
     async fn flush(&self) -> Result<(), StoreError> {
         self.counters.flush().await.map_err(|failed| {
-            StoreError::Failed(format!(
-                "the usage counters could not be written — {}",
-                failed.error
-            ))
+            StoreError::unavailable("the usage counters could not be written", failed.error)
         })
     }
 
@@ -389,6 +395,10 @@ impl MemoryStore for S3Store {
 
     fn exact_counts(&self) -> bool {
         false
+    }
+
+    fn width_fixed_by_index(&self) -> bool {
+        true
     }
 }
 

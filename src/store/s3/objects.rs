@@ -1,4 +1,4 @@
-//! The four object operations the state bucket needs (BEHAVIOR.md §7.4), behind a small
+//! The four object operations the state bucket needs (docs/behavior.md#s3), behind a small
 //! trait so that the counters' compare-and-swap paths can be driven by a stub as well as
 //! by S3.
 
@@ -20,8 +20,9 @@ pub enum ObjectError {
     /// another writer got there first.
     #[error("precondition failed")]
     Precondition,
-    #[error("{0}")]
-    Failed(String),
+    /// The call failed; `cause` is the service's answer or the transport's error.
+    #[error("S3 {operation} failed — {cause}")]
+    Failed { operation: String, cause: String },
 }
 
 /// When a put may happen.
@@ -192,19 +193,25 @@ impl Objects for S3Objects {
                 .await
                 .map_err(|e| failed("DeleteObjects", &aws::describe(&e)))?;
             if let Some(first) = out.errors().first() {
-                return Err(ObjectError::Failed(format!(
-                    "DeleteObjects could not remove {} of {} keys: {} — {}",
-                    out.errors().len(),
-                    batch.len(),
-                    first.key().unwrap_or("?"),
-                    first.code().unwrap_or("unknown error"),
-                )));
+                return Err(failed(
+                    "DeleteObjects",
+                    &format!(
+                        "could not remove {} of {} keys: {} — {}",
+                        out.errors().len(),
+                        batch.len(),
+                        first.key().unwrap_or("?"),
+                        first.code().unwrap_or("unknown error"),
+                    ),
+                ));
             }
         }
         Ok(())
     }
 }
 
-fn failed(operation: &str, cause: &str) -> ObjectError {
-    ObjectError::Failed(format!("S3 {operation} failed — {cause}"))
+pub(super) fn failed(operation: &str, cause: &str) -> ObjectError {
+    ObjectError::Failed {
+        operation: operation.to_owned(),
+        cause: cause.to_owned(),
+    }
 }

@@ -11,7 +11,8 @@ use futures_util::{StreamExt, TryStreamExt};
 use super::counters::{Compacted, Counters};
 use super::objects::ObjectError;
 use super::*;
-use crate::memory::Conversation;
+use crate::memory::{Conversation, MemoryType, Scope};
+use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
 
 const WIDTH: i32 = 8;
 
@@ -95,7 +96,10 @@ async fn fresh() -> S3Store {
     S3Store::open(&buckets().await).await
 }
 
-crate::store::suite::store_suite!(fresh().await);
+#[tokio::test]
+async fn the_shared_suite() {
+    suite::run(fresh).await;
+}
 
 async fn index_keys(store: &S3Store, who: &str) -> Vec<String> {
     store
@@ -267,20 +271,25 @@ async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
     let mut m = note(&"\"".repeat(25_000), T0, Scope::Project, None);
     m.tags = vec!["x".into()];
     let err = store
-        .remember(&tenant("acme"), m, &direction(0, 0.0), &seen_from(None))
+        .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
         .await
         .unwrap_err();
     assert!(
-        matches!(err, StoreError::Refused(ref e) if e.contains("40000 byte limit")),
+        matches!(err, StoreError::Refused { ref message, limit: 40_000, .. } if message.contains("40000 byte limit")),
         "{err}"
     );
     assert!(index_keys(&store, "acme").await.is_empty());
     assert!(
-        store
-            .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
-            .await
-            .unwrap()
-            .is_empty()
+        suite::nearest(
+            &store,
+            &tenant("acme"),
+            &seen_from(None),
+            &direction(0, 0.0),
+            5
+        )
+        .await
+        .unwrap()
+        .is_empty()
     );
 }
 
@@ -297,11 +306,16 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
         compact_threshold: 20,
     })
     .await;
-    let err = store
-        .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = suite::nearest(
+        &store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
         err.starts_with("S3 Vectors QueryVectors failed — NotFoundException"),
         "{err}"
@@ -334,8 +348,7 @@ async fn recall_counts_reach_other_pods_through_the_state_bucket() {
         .await
         .unwrap();
     one.flush().await.unwrap();
-    let seen = two
-        .nearest(&acme, &seen_from(None), &direction(0, 0.0), 5)
+    let seen = suite::nearest(&two, &acme, &seen_from(None), &direction(0, 0.0), 5)
         .await
         .unwrap();
     assert_eq!(
@@ -370,7 +383,7 @@ impl Objects for DiesBeforeCleanup {
         self.0.list(prefix, after, limit).await
     }
     async fn delete(&self, _: &[String]) -> Result<(), ObjectError> {
-        Err(ObjectError::Failed("the pod died".into()))
+        Err(objects::failed("PutObject", "the pod died"))
     }
 }
 
@@ -528,7 +541,7 @@ async fn lost_races_are_preconditions_and_everything_else_propagates() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ObjectError::Failed(ref m) if m.contains("InternalError")),
+        matches!(err, ObjectError::Failed { ref cause, .. } if cause.contains("InternalError")),
         "{err:?}"
     );
     assert!(

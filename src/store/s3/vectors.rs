@@ -1,4 +1,4 @@
-//! The memories themselves, in an S3 Vectors index (BEHAVIOR.md §7.1): one vector per
+//! The memories themselves, in an S3 Vectors index (docs/behavior.md#s3): one vector per
 //! memory under `<tenant>#<id>`, with the body in its metadata so that recall is a single
 //! QueryVectors call. The index is created outside the server with `content`, `createdAt`,
 //! `tags` and `trustBase` non-filterable.
@@ -17,7 +17,7 @@ use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, 
 const TOP_K_MAX: usize = 100;
 const GET_BATCH: usize = 100;
 const DELETE_BATCH: usize = 500;
-/// Budgets of the metadata's JSON text; "KB" taken as 1,000 to keep a margin (§7.1).
+/// Budgets of the metadata's JSON text; "KB" taken as 1,000 to keep a margin (docs/behavior.md#s3).
 const FILTERABLE_BYTES: usize = 2_000;
 const METADATA_BYTES: usize = 40_000;
 const CONTENT_BYTES: usize = 32_000;
@@ -143,7 +143,7 @@ impl Vectors {
 }
 
 fn failed(operation: &str, cause: &str) -> StoreError {
-    StoreError::Failed(format!("S3 Vectors {operation} failed — {cause}"))
+    StoreError::unavailable(format!("S3 Vectors {operation} failed"), cause.to_owned())
 }
 
 /// The vector key: built from the caller's own tenant, so an id from another project can
@@ -177,17 +177,21 @@ pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
     Value::Object(m)
 }
 
-/// The index's size limits, checked before any call (BEHAVIOR.md §7.1). The tool layer's
+/// The index's size limits, checked before any call (docs/behavior.md#s3). The tool layer's
 /// own limits leave only JSON escaping to trip these: a body full of quotes or newlines
 /// serialises far larger than it reads.
 pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {
     let content = metadata["content"].as_str().unwrap_or_default();
     if content.len() > CONTENT_BYTES {
-        return Err(StoreError::Refused(format!(
-            "`content` is {} bytes; the maximum is {CONTENT_BYTES}. Store the essential fact \
-             rather than the whole document.",
-            content.len()
-        )));
+        return Err(StoreError::Refused {
+            field: "content",
+            limit: CONTENT_BYTES,
+            message: format!(
+                "`content` is {} bytes; the maximum is {CONTENT_BYTES}. Store the essential \
+                 fact rather than the whole document.",
+                content.len()
+            ),
+        });
     }
     let filterable: Map<String, Value> = metadata
         .as_object()
@@ -198,17 +202,25 @@ pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {
         .collect();
     let filterable_bytes = Value::Object(filterable).to_string().len();
     if filterable_bytes > FILTERABLE_BYTES {
-        return Err(StoreError::Refused(format!(
-            "the filterable metadata is {filterable_bytes} bytes against a {FILTERABLE_BYTES} \
-             byte limit; shorten the category."
-        )));
+        return Err(StoreError::Refused {
+            field: "category",
+            limit: FILTERABLE_BYTES,
+            message: format!(
+                "the filterable metadata is {filterable_bytes} bytes against a \
+                 {FILTERABLE_BYTES} byte limit; shorten the category."
+            ),
+        });
     }
     let total = metadata.to_string().len();
     if total > METADATA_BYTES {
-        return Err(StoreError::Refused(format!(
-            "the memory and its labels are {total} bytes against a {METADATA_BYTES} byte \
-             limit. Shorten the tags, or store a shorter fact."
-        )));
+        return Err(StoreError::Refused {
+            field: "tags",
+            limit: METADATA_BYTES,
+            message: format!(
+                "the memory and its labels are {total} bytes against a {METADATA_BYTES} byte \
+                 limit. Shorten the tags, or store a shorter fact."
+            ),
+        });
     }
     Ok(())
 }

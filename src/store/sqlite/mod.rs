@@ -2,12 +2,12 @@
 //! search is an exact cosine scan over the tenant's visible memories, which is what a
 //! project's thousands of memories need (no approximate index can miss the neighbour dedup
 //! depends on). Searches (the scan and keyword matching) answer from an in-memory index of
-//! each tenant (`cached.rs`), built from the file, with visibility applied there; listing and
+//! each tenant (`index.rs`), built from the file, with visibility applied there; listing and
 //! counting stay in SQL, visibility in the statement. Each row keeps the terms `keywords`
 //! makes, so every script matches by its words. Content is write-once; only counters change,
 //! in a table of their own (`memory_uses`).
 
-mod cached;
+mod index;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,14 +15,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use cached::{Indexes, TenantIndex};
+use index::{File, TenantIndex, data_version};
 
-use super::{Candidates, Counts, MemoryStore, Remembered, StoreError};
+use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
-use crate::keywords;
-use crate::memory::{
-    Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
-};
+use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+use crate::search::cache::TenantCache;
+use crate::search::{self, Query};
+
+type Indexes = TenantCache<TenantIndex>;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memories (
@@ -65,7 +66,7 @@ CREATE TRIGGER IF NOT EXISTS memory_uses_follow_deletes AFTER DELETE ON memories
 END;
 ";
 
-/// `?2` is the request's conversation or NULL (BEHAVIOR.md §8.2).
+/// `?2` is the request's conversation or NULL (docs/behavior.md#visibility).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
 /// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables.
 const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
@@ -82,6 +83,9 @@ pub struct SqliteStore {
     // processes sharing the file). Lock order: the connection, then an index.
     conn: Arc<Mutex<Connection>>,
     indexes: Arc<Indexes>,
+    /// The file as the tenant cache reads it: the same connection.
+    file: File,
+    width: usize,
 }
 
 impl SqliteStore {
@@ -89,22 +93,23 @@ impl SqliteStore {
     /// have the width this deployment embeds with.
     pub fn open(path: &Path, dimension: usize) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::unavailable(format!("cannot create {}", dir.display()), e)
+            })?;
         }
-        let mut conn = Connection::open(path).map_err(|e| failed(&e))?;
+        let mut conn = Connection::open(path).map_err(failed)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| failed(&e))?;
+            .map_err(failed)?;
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| failed(&e))?;
+            .map_err(failed)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| failed(&e))?;
+            .map_err(failed)?;
         // Searches never read rows, but every recall updates a few: 16 MiB of page cache
         // (the default is 2 MiB) keeps those pages in memory instead of re-reading them.
         conn.pragma_update(None, "cache_size", -16_384)
-            .map_err(|e| failed(&e))?;
-        conn.execute_batch(SCHEMA).map_err(|e| failed(&e))?;
-        index_terms(&mut conn).map_err(|e| failed(&e))?;
+            .map_err(failed)?;
+        conn.execute_batch(SCHEMA).map_err(failed)?;
+        index_terms(&mut conn).map_err(failed)?;
         let stored_width: Option<usize> = conn
             .query_row(
                 "SELECT length(embedding) / 4 FROM memories LIMIT 1",
@@ -112,46 +117,39 @@ impl SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| failed(&e))?;
+            .map_err(failed)?;
         if let Some(width) = stored_width.filter(|w| *w != dimension) {
-            return Err(StoreError::Dimension(format!(
-                "{} holds {width}-dimensional embeddings but EMBEDDING_DIM is {dimension}; \
-                 use the model the memories were stored with, or start from a fresh file",
-                path.display()
-            )));
+            return Err(StoreError::Dimension {
+                location: path.display().to_string(),
+                stored: width,
+                configured: dimension,
+            });
         }
+        let conn = Arc::new(Mutex::new(conn));
         Ok(SqliteStore {
             path: path.to_owned(),
-            conn: Arc::new(Mutex::new(conn)),
-            indexes: Arc::new(Indexes::new(dimension)),
+            file: File {
+                conn: Arc::clone(&conn),
+                width: dimension,
+            },
+            conn,
+            indexes: Arc::default(),
+            width: dimension,
         })
     }
 
-    /// Runs blocking SQLite work off the async runtime, holding the connection.
+    /// Runs blocking SQLite work off the async runtime, holding the connection; `work`
+    /// also gets the tenant indexes and the vector width.
     async fn with_conn<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut Connection, &Indexes) -> rusqlite::Result<T> + Send + 'static,
+        work: impl FnOnce(&mut Connection, &Indexes, usize) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
-        blocking(move || work(&mut *lock(&conn)?, &indexes).map_err(|e| failed(&e))).await
-    }
-
-    /// Searches the tenant's index. The connection is held only to find the index, not
-    /// while it is searched, so searches run in parallel.
-    async fn search<T: Send + 'static>(
-        &self,
-        tenant: &Tenant,
-        search: impl FnOnce(&TenantIndex) -> T + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let (conn, indexes) = (Arc::clone(&self.conn), Arc::clone(&self.indexes));
-        let tenant = tenant.as_str().to_owned();
-        blocking(move || {
-            let index = indexes
-                .get(&*lock(&conn)?, &tenant)
-                .map_err(|e| failed(&e))?;
-            Ok(search(&index.read().unwrap_or_else(|e| e.into_inner())))
-        })
-        .await
+        let (conn, indexes, width) = (
+            Arc::clone(&self.conn),
+            Arc::clone(&self.indexes),
+            self.width,
+        );
+        blocking(move || work(&mut *lock(&conn)?, &indexes, width).map_err(failed)).await
     }
 }
 
@@ -161,16 +159,16 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| StoreError::Failed(format!("SQLite task failed: {e}")))?
+        .map_err(|e| StoreError::unavailable("SQLite task", e))?
 }
 
 fn lock(conn: &Mutex<Connection>) -> Result<MutexGuard<'_, Connection>, StoreError> {
     conn.lock()
-        .map_err(|_| StoreError::Failed("the SQLite connection was poisoned".into()))
+        .map_err(|_| StoreError::unavailable("SQLite", "the connection was poisoned"))
 }
 
-fn failed(e: &rusqlite::Error) -> StoreError {
-    StoreError::Failed(format!("SQLite: {e}"))
+fn failed(e: rusqlite::Error) -> StoreError {
+    StoreError::unavailable("SQLite", e)
 }
 
 fn to_blob(v: &[f32]) -> Vec<u8> {
@@ -203,8 +201,7 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
     })
 }
 
-/// Gives every memory its terms: a file written before keyword recall has none, and one
-/// from an unreleased build kept them in an FTS5 table (dropped: the row holds them now).
+/// Gives every memory its terms: a file written before keyword recall has none.
 fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
     let has_terms: bool = conn
         .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'terms'")?
@@ -213,7 +210,6 @@ fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
     if !has_terms {
         tx.execute_batch("ALTER TABLE memories ADD COLUMN terms TEXT")?;
     }
-    tx.execute_batch("DROP TABLE IF EXISTS memory_terms")?;
     let unindexed: Vec<(String, String, String)> = tx
         .prepare("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
@@ -222,7 +218,7 @@ fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
         let mut update =
             tx.prepare("UPDATE memories SET terms = ?3 WHERE tenant_id = ?1 AND id = ?2")?;
         for (tenant, id, content) in unindexed {
-            update.execute(params![tenant, id, keywords::terms(&content).join(" ")])?;
+            update.execute(params![tenant, id, search::terms(&content).join(" ")])?;
         }
     }
     tx.commit()
@@ -237,27 +233,30 @@ impl MemoryStore for SqliteStore {
     async fn remember(
         &self,
         tenant: &Tenant,
+        dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
         let dedup_scope = dedup_scope.clone();
         let embedding = embedding.to_vec();
-        self.with_conn(move |conn, indexes| {
+        self.with_conn(move |conn, indexes, width| {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
             // same fact in between our check and our insert.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let index = indexes.get(&tx, &tenant)?;
-            let neighbours = index.read().unwrap_or_else(|e| e.into_inner()).nearest(
-                &embedding,
-                &dedup_scope,
-                dedup::NEIGHBOURS,
-            );
+            let version = data_version(&tx)?;
+            let slot = indexes.slot(&tenant);
+            if !slot.shows(version) {
+                let index = TenantIndex::load(&tx, &tenant, width)?;
+                indexes.install(&tenant, &slot, version, index);
+            }
+            let neighbours = slot
+                .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
+                .unwrap_or_default();
             if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
                 return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
             }
-            let terms = keywords::terms(&memory.content);
+            let terms = search::terms(&memory.content);
             tx.execute(
                 "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
                  created_at, scope, conversation, trust_base, embedding, terms) \
@@ -278,66 +277,33 @@ impl MemoryStore for SqliteStore {
             )?;
             tx.commit()?;
             let memory = memory.into_memory();
-            index.write().unwrap_or_else(|e| e.into_inner()).push(
-                memory.clone(),
-                &embedding,
-                &terms,
-            );
+            // This connection's own commit leaves its `data_version` where it was.
+            slot.apply(version, version, |index| {
+                index.push(memory.clone(), &embedding, &terms)
+            });
             Ok(Remembered::Stored(memory))
         })
         .await
     }
 
-    async fn nearest(
+    async fn search(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<Hit>, StoreError> {
+        query: &Query<'_>,
+    ) -> Result<Matches, StoreError> {
         let visibility = visibility.clone();
-        let embedding = embedding.to_vec();
-        self.search(tenant, move |index| {
-            index.nearest(&embedding, &visibility, k)
-        })
-        .await
-    }
-
-    async fn keyword_hits(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        terms: &[String],
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<KeywordHit>, StoreError> {
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let visibility = visibility.clone();
-        let terms = terms.to_vec();
-        let embedding = embedding.to_vec();
-        self.search(tenant, move |index| {
-            index.keyword_hits(&terms, &embedding, &visibility, k)
-        })
-        .await
-    }
-
-    async fn candidates(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        embedding: &[f32],
-        terms: &[String],
-        k: usize,
-    ) -> Result<Candidates, StoreError> {
-        let visibility = visibility.clone();
-        let terms = terms.to_vec();
-        let embedding = embedding.to_vec();
-        self.search(tenant, move |index| {
-            index.candidates(&terms, &embedding, &visibility, k)
-        })
-        .await
+        let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
+        self.indexes
+            .search(&self.file, tenant.as_str(), move |index| {
+                let query = Query {
+                    vector: &vector,
+                    terms: &terms,
+                    k,
+                };
+                index.search(&query, &visibility)
+            })
+            .await
     }
 
     async fn list(
@@ -350,7 +316,7 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let memory_type = memory_type.map(MemoryType::as_str);
-        self.with_conn(move |conn, _| {
+        self.with_conn(move |conn, _, _| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
                  AND (?3 IS NULL OR m.memory_type = ?3) \
@@ -374,13 +340,14 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let id = id.to_owned();
-        self.with_conn(move |conn, indexes| {
+        self.with_conn(move |conn, indexes, _| {
+            let version = data_version(conn)?;
             let deleted = conn.execute(
                 &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
                 params![tenant, seen, id],
             )? > 0;
-            if let Some(index) = indexes.held(&tenant).filter(|_| deleted) {
-                index.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            if let Some(slot) = indexes.held(&tenant).filter(|_| deleted) {
+                slot.apply(version, version, |index| index.remove(&id));
             }
             Ok(deleted)
         })
@@ -395,7 +362,7 @@ impl MemoryStore for SqliteStore {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let tallies = self
-            .with_conn(move |conn, _| {
+            .with_conn(move |conn, _, _| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT memory_type, count(*) FROM memories \
                      WHERE tenant_id = ?1 AND {VISIBLE} GROUP BY memory_type"
@@ -422,7 +389,7 @@ impl MemoryStore for SqliteStore {
         }
         let tenant = tenant.as_str().to_owned();
         let visibility = visibility.clone();
-        self.with_conn(move |conn, indexes| {
+        self.with_conn(move |conn, indexes, _| {
             let seen = conversation_of(&visibility);
             let tx = conn.transaction()?;
             {
@@ -439,11 +406,8 @@ impl MemoryStore for SqliteStore {
                 }
             }
             tx.commit()?;
-            if let Some(index) = indexes.held(&tenant) {
-                index
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .record_access(&visibility, &ids, at);
+            if let Some(slot) = indexes.held(&tenant) {
+                slot.read_held(|index| index.record_access(&visibility, &ids, at));
             }
             Ok(())
         })
@@ -452,8 +416,10 @@ impl MemoryStore for SqliteStore {
 
     async fn flush(&self) -> Result<(), StoreError> {
         // Fold the WAL back into the main file so a copied .db is complete on its own.
-        self.with_conn(|conn, _| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
-            .await
+        self.with_conn(|conn, _, _| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        })
+        .await
     }
 
     fn describe(&self) -> String {
@@ -463,6 +429,10 @@ impl MemoryStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::memory::Scope;
+    use crate::store::MemoryStore;
+    use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
+
     fn fresh() -> super::SqliteStore {
         let dir = tempfile::tempdir().unwrap();
         let store = super::SqliteStore::open(&dir.path().join("nested/memory.db"), 8).unwrap();
@@ -471,8 +441,11 @@ mod tests {
         store
     }
 
-    super::super::suite::store_suite!(fresh());
-    super::super::suite::keyword_suite!(fresh());
+    #[tokio::test]
+    async fn the_shared_suite() {
+        suite::run(|| async { fresh() }).await;
+        suite::run_keywords(|| async { fresh() }).await;
+    }
 
     #[test]
     fn reopening_keeps_memories_and_refuses_another_width() {
@@ -502,11 +475,16 @@ mod tests {
         );
     }
 
-    async fn nearest(store: &super::SqliteStore) -> Vec<String> {
-        let found = store
-            .nearest(&tenant("acme"), &seen_from(None), &direction(0, 0.0), 5)
-            .await
-            .unwrap();
+    async fn contents_near(store: &super::SqliteStore) -> Vec<String> {
+        let found = suite::nearest(
+            store,
+            &tenant("acme"),
+            &seen_from(None),
+            &direction(0, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
         found
             .into_iter()
             .map(|h| h.memory.content.clone())
@@ -514,17 +492,17 @@ mod tests {
     }
 
     async fn words(store: &super::SqliteStore, query: &str) -> usize {
-        let terms = crate::keywords::query_terms(query);
-        let found = store
-            .keyword_hits(
-                &tenant("acme"),
-                &seen_from(None),
-                &terms,
-                &direction(0, 0.0),
-                5,
-            )
-            .await
-            .unwrap();
+        let terms = crate::search::query_terms(query);
+        let found = suite::keyword_hits(
+            store,
+            &tenant("acme"),
+            &seen_from(None),
+            &terms,
+            &direction(0, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
         found.len()
     }
 
@@ -545,8 +523,8 @@ mod tests {
             &direction(0, 0.0),
         )
         .await;
-        assert_eq!(nearest(&a).await, ["first"]);
-        assert_eq!(nearest(&b).await, ["first"]);
+        assert_eq!(contents_near(&a).await, ["first"]);
+        assert_eq!(contents_near(&b).await, ["first"]);
         let second = store_one(
             &b,
             "acme",
@@ -554,13 +532,13 @@ mod tests {
             &direction(0, 0.1),
         )
         .await;
-        assert_eq!(nearest(&a).await.len(), 2, "a sees b's write");
+        assert_eq!(contents_near(&a).await.len(), 2, "a sees b's write");
         assert!(
             a.delete(&tenant("acme"), &seen_from(None), &second.id)
                 .await
                 .unwrap()
         );
-        assert_eq!(nearest(&b).await, ["first"], "b sees a's forget");
+        assert_eq!(contents_near(&b).await, ["first"], "b sees a's forget");
         assert_eq!(words(&a, "second").await + words(&b, "second").await, 0);
         assert_eq!(words(&b, "first").await, 1);
     }
@@ -602,8 +580,7 @@ mod tests {
             (4, Some(T0 + 50))
         );
         let reopened = super::SqliteStore::open(&path, 8).unwrap();
-        let hits = reopened
-            .nearest(&acme, &everyone, &direction(0, 0.0), 1)
+        let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
             .await
             .unwrap();
         assert_eq!(
@@ -648,16 +625,16 @@ mod tests {
             .unwrap();
         }
         let store = super::SqliteStore::open(&path, 8).unwrap();
-        let found = store
-            .keyword_hits(
-                &tenant("acme"),
-                &seen_from(None),
-                &crate::keywords::query_terms("redis"),
-                &direction(1, 0.0),
-                5,
-            )
-            .await
-            .unwrap();
+        let found = suite::keyword_hits(
+            &store,
+            &tenant("acme"),
+            &seen_from(None),
+            &crate::search::query_terms("redis"),
+            &direction(1, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].hit.memory.content,
@@ -679,16 +656,16 @@ mod tests {
                 .await
                 .unwrap()
         );
-        let after = again
-            .keyword_hits(
-                &tenant("acme"),
-                &seen_from(None),
-                &crate::keywords::query_terms("redis"),
-                &direction(1, 0.0),
-                5,
-            )
-            .await
-            .unwrap();
+        let after = suite::keyword_hits(
+            &again,
+            &tenant("acme"),
+            &seen_from(None),
+            &crate::search::query_terms("redis"),
+            &direction(1, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             after.len(),
             1,

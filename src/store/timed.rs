@@ -1,5 +1,5 @@
-//! The store and the embedder, timed: each wraps the configured part, passes every call
-//! through unchanged, and reports how long it took (successful or not).
+//! The store, timed: it wraps the configured store, passes every call through unchanged,
+//! and reports how long each took (successful or not) to the metrics.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::Metrics;
-use crate::embed::{EmbedError, Embedder};
-use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
-use crate::store::{Candidates, Counts, MemoryStore, Remembered, StoreError};
+use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
+use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::metrics::Metrics;
+use crate::search::Query;
 
 pub struct TimedStore {
     pub inner: Arc<dyn MemoryStore>,
@@ -31,50 +31,22 @@ impl MemoryStore for TimedStore {
     async fn remember(
         &self,
         tenant: &Tenant,
+        dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        dedup_scope: &Visibility,
     ) -> Result<Remembered, StoreError> {
-        let call = self.inner.remember(tenant, memory, embedding, dedup_scope);
+        let call = self.inner.remember(tenant, dedup_scope, memory, embedding);
         self.time("remember", call).await
     }
 
-    async fn nearest(
+    async fn search(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<Hit>, StoreError> {
-        let call = self.inner.nearest(tenant, visibility, embedding, k);
-        self.time("nearest", call).await
-    }
-
-    async fn keyword_hits(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        terms: &[String],
-        embedding: &[f32],
-        k: usize,
-    ) -> Result<Vec<KeywordHit>, StoreError> {
-        let call = self
-            .inner
-            .keyword_hits(tenant, visibility, terms, embedding, k);
-        self.time("keyword_hits", call).await
-    }
-
-    async fn candidates(
-        &self,
-        tenant: &Tenant,
-        visibility: &Visibility,
-        embedding: &[f32],
-        terms: &[String],
-        k: usize,
-    ) -> Result<Candidates, StoreError> {
-        let call = self
-            .inner
-            .candidates(tenant, visibility, embedding, terms, k);
+        query: &Query<'_>,
+    ) -> Result<Matches, StoreError> {
+        let call = self.inner.search(tenant, visibility, query);
+        // Named as operators' dashboards have known it since it was `candidates`.
         self.time("candidates", call).await
     }
 
@@ -123,6 +95,10 @@ impl MemoryStore for TimedStore {
         self.inner.flush().await
     }
 
+    async fn close(&self) {
+        self.inner.close().await
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -130,27 +106,8 @@ impl MemoryStore for TimedStore {
     fn exact_counts(&self) -> bool {
         self.inner.exact_counts()
     }
-}
 
-pub struct TimedEmbedder {
-    pub inner: Arc<dyn Embedder>,
-    pub metrics: Arc<Metrics>,
-}
-
-#[async_trait]
-impl Embedder for TimedEmbedder {
-    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let started = Instant::now();
-        let result = self.inner.embed(text).await;
-        self.metrics.embedding(started.elapsed());
-        result
-    }
-
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
+    fn width_fixed_by_index(&self) -> bool {
+        self.inner.width_fixed_by_index()
     }
 }

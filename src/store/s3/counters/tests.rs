@@ -40,9 +40,7 @@ impl Objects for Bucket {
         condition: Condition<'_>,
     ) -> Result<(), ObjectError> {
         if *lock(&self.puts_fail) {
-            return Err(ObjectError::Failed(
-                "S3 PutObject failed — InternalError".into(),
-            ));
+            return Err(super::super::objects::failed("PutObject", "InternalError"));
         }
         if condition != Condition::Always
             && let Some(e) = lock(&self.conditional_put_fails).clone()
@@ -80,8 +78,9 @@ impl Objects for Bucket {
 
     async fn delete(&self, keys: &[String]) -> Result<(), ObjectError> {
         if *lock(&self.deletes_fail) {
-            return Err(ObjectError::Failed(
-                "DeleteObjects could not remove 1 of 1 keys".into(),
+            return Err(super::super::objects::failed(
+                "DeleteObjects",
+                "could not remove 1 of 1 keys",
             ));
         }
         let mut objects = lock(&self.objects);
@@ -262,11 +261,13 @@ async fn the_cas_loser_deletes_nothing() {
     assert_eq!(settle(&a, &acme()).await, Some(Compacted::Lost));
     assert_eq!(bucket.shards("acme").len(), 3);
     // Anything else is a failure the caller logs, and also leaves the shards.
-    *lock(&bucket.conditional_put_fails) = Some(ObjectError::Failed(
-        "S3 PutObject failed — InternalError".into(),
-    ));
+    *lock(&bucket.conditional_put_fails) =
+        Some(super::super::objects::failed("PutObject", "InternalError"));
     let plan = a.read(&acme()).await.unwrap().compaction.unwrap();
-    assert!(matches!(a.compact(plan).await, Err(ObjectError::Failed(_))));
+    assert!(matches!(
+        a.compact(plan).await,
+        Err(ObjectError::Failed { .. })
+    ));
     assert_eq!(bucket.shards("acme").len(), 3);
     assert_eq!(access(&a.read(&acme()).await.unwrap().tally, "m1"), 6);
 }
@@ -373,7 +374,7 @@ async fn a_failed_flush_loses_its_deltas_and_stops_there() {
     a.record(&Tenant::new_unchecked("other".into()), "m1", T0);
     *lock(&bucket.puts_fail) = true;
     let failed = a.flush().await.unwrap_err();
-    assert!(matches!(failed.error, ObjectError::Failed(_)));
+    assert!(matches!(failed.error, ObjectError::Failed { .. }));
     *lock(&bucket.puts_fail) = false;
     a.flush().await.unwrap();
     // Whichever tenant failed lost its use; the other was written by the next flush.

@@ -1,0 +1,311 @@
+//! The tenants' indexes a store holds in this process, within a memory budget, each
+//! labelled with the version of the store it shows. The store is the truth: an index is
+//! built from it on first use, this process's own writes update it in place, and a search
+//! that finds the store at another version than the label (another process wrote) builds
+//! it again. What "version" means is the store's (`Coherence`): SQLite's `data_version`,
+//! PostgreSQL's per-tenant `memory_versions`. Past the budget the least recently used
+//! tenants are dropped, to be rebuilt when next needed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use async_trait::async_trait;
+
+/// The memory the indexes may hold together: about 150,000 memories at width 384. A tenant
+/// larger than this is still indexed, alone.
+pub const BUDGET_BYTES: usize = 512 << 20;
+
+/// What a cached index weighs against the budget.
+pub trait Weigh {
+    fn bytes(&self) -> usize;
+}
+
+/// A store's version of what a tenant's index is built from: any change to it, by anyone,
+/// gives another version.
+pub type Version = i64;
+
+/// How a store tells whether an index still shows it, and builds one that does.
+#[async_trait]
+pub trait Coherence: Send + Sync {
+    type Index: Weigh + Send + Sync + 'static;
+    type Error: Send;
+
+    /// The tenant's version as committed now.
+    async fn version(&self, tenant: &str) -> Result<Version, Self::Error>;
+
+    /// The tenant's index as the store holds it now, and the version it shows (read before
+    /// the rows, so the label is never newer than they are).
+    async fn load(&self, tenant: &str) -> Result<(Version, Self::Index), Self::Error>;
+}
+
+/// One tenant's place in the cache.
+pub struct Slot<T> {
+    /// Held by this process's writes to the tenant, and by a rebuild, one at a time.
+    pub writes: Arc<tokio::sync::Mutex<()>>,
+    /// None until built, and after a write this process could not apply.
+    held: RwLock<Option<(Version, T)>>,
+}
+
+impl<T> Slot<T> {
+    fn empty() -> Slot<T> {
+        Slot {
+            writes: Arc::new(tokio::sync::Mutex::new(())),
+            held: RwLock::new(None),
+        }
+    }
+
+    /// `read` run on the index if it shows exactly `version`; `read` back otherwise.
+    /// Versions only grow, but a store restored from a backup can go back: an index from a
+    /// newer past is stale too.
+    pub fn read_at<R, F: FnOnce(&T) -> R>(&self, version: Version, read: F) -> Result<R, F> {
+        let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+        match held.as_ref() {
+            Some((at, index)) if *at == version => Ok(read(index)),
+            _ => Err(read),
+        }
+    }
+
+    /// `read` run on the index, whatever version it shows.
+    pub fn read_held<R>(&self, read: impl FnOnce(&T) -> R) -> Option<R> {
+        let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+        held.as_ref().map(|(_, index)| read(index))
+    }
+
+    /// Whether the index shows exactly `version`.
+    pub fn shows(&self, version: Version) -> bool {
+        self.read_at(version, |_| ()).is_ok()
+    }
+
+    /// Applies this process's write, which moved the store from `from` to `to`, to an index
+    /// showing `from`; any other index is dropped, to be rebuilt.
+    pub fn apply(&self, from: Version, to: Version, change: impl FnOnce(&mut T)) {
+        let mut held = self.held.write().unwrap_or_else(|e| e.into_inner());
+        match held.as_mut() {
+            Some((at, index)) if *at == from => {
+                change(index);
+                *at = to;
+            }
+            _ => *held = None,
+        }
+    }
+
+    fn install(&self, version: Version, index: T) {
+        *self.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
+    }
+}
+
+impl<T: Weigh> Weigh for Slot<T> {
+    fn bytes(&self) -> usize {
+        self.held
+            .try_read()
+            .ok()
+            .and_then(|held| held.as_ref().map(|(_, index)| index.bytes()))
+            .unwrap_or(0)
+    }
+}
+
+pub struct TenantCache<T> {
+    state: Mutex<State<T>>,
+}
+
+struct State<T> {
+    tenants: HashMap<String, Held<T>>,
+    /// The sum of the held entries' sizes, as last measured.
+    total: usize,
+    uses: u64,
+}
+
+struct Held<T> {
+    slot: Arc<Slot<T>>,
+    used: u64,
+    /// Measured when the index was built: weighing walks the whole index, so it is not
+    /// redone for every tenant each time one is added. Writes in between are small.
+    bytes: usize,
+}
+
+impl<T> Default for TenantCache<T> {
+    fn default() -> TenantCache<T> {
+        TenantCache {
+            state: Mutex::new(State {
+                tenants: HashMap::new(),
+                total: 0,
+                uses: 0,
+            }),
+        }
+    }
+}
+
+impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
+    fn state(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tenant's slot, empty if this process holds no index of it.
+    pub fn slot(&self, tenant: &str) -> Arc<Slot<T>> {
+        let mut state = self.state();
+        state.uses += 1;
+        let now = state.uses;
+        let held = state
+            .tenants
+            .entry(tenant.to_owned())
+            .or_insert_with(|| Held {
+                slot: Arc::new(Slot::empty()),
+                used: now,
+                bytes: 0,
+            });
+        held.used = now;
+        Arc::clone(&held.slot)
+    }
+
+    /// The tenant's slot if this process holds one, for a write to update.
+    pub fn held(&self, tenant: &str) -> Option<Arc<Slot<T>>> {
+        self.state()
+            .tenants
+            .get(tenant)
+            .map(|held| Arc::clone(&held.slot))
+    }
+
+    /// Puts a freshly built index of `tenant`, showing `version`, in `slot`, weighs it, and
+    /// keeps the budget, which may push other tenants out.
+    pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
+        let bytes = index.bytes();
+        slot.install(version, index);
+        let mut state = self.state();
+        if let Some(held) = state.tenants.get_mut(tenant) {
+            let before = std::mem::replace(&mut held.bytes, bytes);
+            state.total = state.total - before + bytes;
+        }
+        evict(&mut state, tenant);
+    }
+
+    /// Runs `read` on the tenant's index as `source` holds it now, off the async threads
+    /// (a scan is CPU work); the index is built first if this process holds none, or one
+    /// of another version.
+    pub async fn search<C, R>(
+        &self,
+        source: &C,
+        tenant: &str,
+        read: impl FnOnce(&T) -> R + Send + 'static,
+    ) -> Result<R, C::Error>
+    where
+        C: Coherence<Index = T>,
+        C::Error: From<Interrupted>,
+        R: Send + 'static,
+    {
+        let slot = self.slot(tenant);
+        let committed = source.version(tenant).await?;
+        let read = if slot.shows(committed) {
+            let found = Arc::clone(&slot);
+            match blocking(move || found.read_at(committed, read)).await? {
+                Ok(answer) => return Ok(answer),
+                Err(read) => read,
+            }
+        } else {
+            read
+        };
+        // This process's writes wait meanwhile, so one in flight has applied by now and
+        // none moves the index on; one rebuild at a time, and whoever waited for it may find
+        // it done. A rebuilt index is as new as the version read above, or newer.
+        let _turn = slot.writes.lock().await;
+        let now = source.version(tenant).await?;
+        if !slot.shows(now) {
+            let (version, index) = source.load(tenant).await?;
+            self.install(tenant, &slot, version, index);
+        }
+        let found = Arc::clone(&slot);
+        // Only a write that could not be applied empties a slot, and writes wait for this
+        // turn: the index just checked or built is there.
+        Ok(blocking(move || found.read_held(read))
+            .await?
+            .ok_or(Interrupted::Dropped)?)
+    }
+}
+
+/// Why a search of a cached index did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum Interrupted {
+    #[error("the search task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("the tenant's index was dropped while it was read")]
+    Dropped,
+}
+
+async fn blocking<R: Send + 'static>(
+    work: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, Interrupted> {
+    Ok(tokio::task::spawn_blocking(work).await?)
+}
+
+/// Drops the least recently used entries, never `keep`, until the rest fit the budget.
+fn evict<T>(state: &mut State<T>, keep: &str) {
+    while state.total > BUDGET_BYTES {
+        let Some(oldest) = state
+            .tenants
+            .iter()
+            .filter(|(t, _)| t.as_str() != keep)
+            .min_by_key(|(_, held)| held.used)
+            .map(|(t, _)| t.clone())
+        else {
+            return;
+        };
+        if let Some(held) = state.tenants.remove(&oldest) {
+            state.total -= held.bytes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Sized(usize);
+    impl Weigh for Sized {
+        fn bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    fn built(cache: &TenantCache<Sized>, tenant: &str, bytes: usize) {
+        let slot = cache.slot(tenant);
+        cache.install(tenant, &slot, 1, Sized(bytes));
+    }
+
+    #[test]
+    fn the_least_recently_used_go_first_past_the_budget() {
+        let cache: TenantCache<Sized> = TenantCache::default();
+        let third = BUDGET_BYTES / 3;
+        for tenant in ["a", "b", "c"] {
+            built(&cache, tenant, third);
+        }
+        cache.slot("a");
+        built(&cache, "d", third);
+        assert!(cache.held("b").is_none(), "b was the least recently used");
+        assert!(cache.held("a").is_some() && cache.held("c").is_some());
+        // A slot weighs nothing until its index is built, then counts in full.
+        cache.slot("e");
+        assert!(cache.held("c").is_some());
+        built(&cache, "e", third);
+        assert!(cache.held("c").is_none(), "c went when e was built");
+        // One tenant larger than the budget is still held, alone.
+        built(&cache, "huge", 2 * BUDGET_BYTES);
+        assert!(cache.held("huge").is_some() && cache.held("a").is_none());
+    }
+
+    #[test]
+    fn an_index_is_read_only_at_its_version_and_writes_move_it_on() {
+        let slot: Slot<Sized> = Slot::empty();
+        assert!(slot.read_held(|s| s.0).is_none());
+        slot.install(3, Sized(1));
+        assert_eq!(slot.read_at(3, |s| s.0).ok(), Some(1));
+        assert!(slot.read_at(4, |s| s.0).is_err());
+        assert!(
+            slot.read_at(2, |s| s.0).is_err(),
+            "a restored store goes back"
+        );
+        slot.apply(3, 4, |s| s.0 = 2);
+        assert_eq!(slot.read_at(4, |s| s.0).ok(), Some(2));
+        // A write from a version the index does not show drops it.
+        slot.apply(7, 8, |s| s.0 = 9);
+        assert!(slot.read_held(|s| s.0).is_none());
+    }
+}

@@ -1,0 +1,432 @@
+//! The search engine: what a recall reads, kept in memory for one tenant, compiled in every
+//! build whatever the stores. Each memory has a position; beside it the index keeps its
+//! vector (`vectors.rs`, an exact scan in integers with exact rescoring), its terms as
+//! postings (`postings.rs`, scored by `bm25.rs`) and who may see it (`audiences.rs`).
+//! Answers are positions with their scores, which a store maps back to its memories
+//! (`SearchIndex::id`); the store keeps the index in step with what it writes, and
+//! `cache.rs` holds the tenants' indexes a process keeps, within a budget.
+
+pub mod audiences;
+pub mod bm25;
+pub mod cache;
+pub mod postings;
+pub mod scan;
+pub mod terms;
+pub mod vectors;
+
+use std::collections::HashMap;
+
+use crate::memory::{Scope, Visibility};
+use audiences::Audiences;
+use postings::Postings;
+use vectors::Vectors;
+
+pub use terms::{query_terms, terms};
+pub use vectors::cosine;
+
+/// Where a memory is in its tenant's index. Positions are dense: removing a memory moves the
+/// last one into its place (`SearchIndex::remove`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position(u32);
+
+impl Position {
+    fn at(index: usize) -> Position {
+        Position(u32::try_from(index).expect("a tenant holds fewer than 2^32 memories"))
+    }
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a recall looks for: memories near `vector`, and memories holding any of `terms`
+/// (distinct, from `query_terms`; none for a search by meaning only), `k` of each.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub vector: &'a [f32],
+    pub terms: &'a [String],
+    pub k: usize,
+}
+
+/// A memory found by meaning: its exact cosine similarity to the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Nearest {
+    pub position: Position,
+    pub similarity: f64,
+}
+
+/// A memory found by words: its BM25 score among what the caller can see, and its exact
+/// cosine similarity to the query, so both rankings can be fused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WordMatch {
+    pub position: Position,
+    pub similarity: f64,
+    pub score: f64,
+}
+
+/// A search's two answers, each best first.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Found {
+    pub nearest: Vec<Nearest>,
+    pub by_words: Vec<WordMatch>,
+}
+
+/// What the index needs of a memory besides its vector and terms.
+pub struct Entry<'a> {
+    pub id: &'a str,
+    pub scope: Scope,
+    pub conversation: Option<&'a str>,
+}
+
+pub struct SearchIndex {
+    ids: Vec<Box<str>>,
+    positions: HashMap<Box<str>, Position>,
+    vectors: Vectors,
+    postings: Postings,
+    audiences: Audiences,
+}
+
+impl SearchIndex {
+    pub fn new(width: usize) -> SearchIndex {
+        SearchIndex {
+            ids: Vec::new(),
+            positions: HashMap::new(),
+            vectors: Vectors::new(width),
+            postings: Postings::default(),
+            audiences: Audiences::default(),
+        }
+    }
+
+    /// How many memories it holds.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The id of the memory at `position`.
+    pub fn id(&self, position: Position) -> &str {
+        &self.ids[position.index()]
+    }
+
+    pub fn position(&self, id: &str) -> Option<Position> {
+        self.positions.get(id).copied()
+    }
+
+    /// Adds a memory at the end (position `len()`), and returns that position; an id
+    /// already held is replaced.
+    pub fn push(&mut self, entry: Entry<'_>, vector: &[f32], terms: &[String]) -> Position {
+        self.remove(entry.id);
+        let position = Position::at(self.ids.len());
+        self.audiences
+            .push(entry.scope, entry.conversation, terms.len());
+        self.vectors.push(vector);
+        self.postings.push(position, terms);
+        self.ids.push(entry.id.into());
+        self.positions.insert(entry.id.into(), position);
+        position
+    }
+
+    /// Removes a memory; the last one takes its position, which is returned so a caller
+    /// keeping memories alongside can do the same (`Vec::swap_remove`).
+    pub fn remove(&mut self, id: &str) -> Option<Position> {
+        let gone = self.positions.remove(id)?;
+        let last = Position::at(self.ids.len() - 1);
+        self.audiences.swap_remove(gone, self.postings.length(gone));
+        self.postings.swap_remove(gone, last);
+        self.vectors.swap_remove(gone, last);
+        if gone != last {
+            self.positions.insert(self.ids[last.index()].clone(), gone);
+        }
+        self.ids.swap_remove(gone.index());
+        Some(gone)
+    }
+
+    /// The exact cosine similarity of `query` to the memory at `position`.
+    pub fn similarity(&self, position: Position, query: &[f32]) -> f64 {
+        self.vectors.similarity(position, query)
+    }
+
+    /// Up to `k` memories `visibility` may see nearest to `vector`, most similar first.
+    pub fn nearest(&self, vector: &[f32], visibility: &Visibility, k: usize) -> Vec<Nearest> {
+        let viewer = self.audiences.viewer(visibility);
+        self.vectors
+            .nearest(vector, |i| self.audiences.sees(viewer, i), k)
+    }
+
+    /// Both of a recall's searches: the `k` nearest, and the `k` best by the query's words
+    /// (when it has any). A memory found both ways is scored exactly once.
+    pub fn search(&self, query: &Query<'_>, visibility: &Visibility) -> Found {
+        let nearest = self.nearest(query.vector, visibility, query.k);
+        let matches = self.keyword_matches(query.terms, visibility, query.k);
+        let by_words = self.with_similarity(matches, query.vector, &nearest);
+        Found { nearest, by_words }
+    }
+
+    /// `matches` with each one's similarity: from `known` when it is there, scored now
+    /// otherwise.
+    fn with_similarity(
+        &self,
+        matches: Vec<(Position, f64)>,
+        query: &[f32],
+        known: &[Nearest],
+    ) -> Vec<WordMatch> {
+        let mut known: Vec<(Position, f64)> =
+            known.iter().map(|n| (n.position, n.similarity)).collect();
+        known.sort_unstable_by_key(|(p, _)| *p);
+        let unknown: Vec<Position> = (matches.iter())
+            .map(|(p, _)| *p)
+            .filter(|p| known.binary_search_by_key(p, |(k, _)| *k).is_err())
+            .collect();
+        let scored = self.vectors.similarities(&unknown, query);
+        known.extend(unknown.into_iter().zip(scored));
+        known.sort_unstable_by_key(|(p, _)| *p);
+        (matches.into_iter())
+            .map(|(position, score)| WordMatch {
+                position,
+                similarity: known[known.partition_point(|(p, _)| *p < position)].1,
+                score,
+            })
+            .collect()
+    }
+
+    /// The `k` visible memories best matching `terms` (distinct, from `query_terms`) by
+    /// BM25 over the memories the caller can see: best first, ties newest id first, as
+    /// `best_first` orders every store's answer.
+    fn keyword_matches(
+        &self,
+        terms: &[String],
+        visibility: &Visibility,
+        k: usize,
+    ) -> Vec<(Position, f64)> {
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let viewer = self.audiences.viewer(visibility);
+        let scored = self.postings.best(
+            terms,
+            |i| self.audiences.sees(viewer, i),
+            self.audiences.visible(viewer),
+            k,
+        );
+        let scored: Vec<((&str, Position), f64)> = (scored.into_iter())
+            .map(|s| ((self.id(s.position), s.position), s.score))
+            .collect();
+        best_first(scored, k)
+            .into_iter()
+            .map(|((_, position), score)| (position, score))
+            .collect()
+    }
+
+    /// Roughly what the index holds, in bytes, for the cache's budget.
+    pub fn bytes(&self) -> usize {
+        let ids: usize = self.ids.iter().map(|id| 2 * (40 + id.len())).sum();
+        self.vectors.values() * 5 + self.len() * 40 + ids + self.postings.bytes()
+    }
+}
+
+impl cache::Weigh for SearchIndex {
+    fn bytes(&self) -> usize {
+        SearchIndex::bytes(self)
+    }
+}
+
+/// The `k` best of `scored` (id, score), best first. Ties go in id order, newest first, so
+/// every store answers alike. Only the best k are sorted: a common word can match most of
+/// a tenant.
+pub fn best_first<I: Ord>(mut scored: Vec<(I, f64)>, k: usize) -> Vec<(I, f64)> {
+    let order = |a: &(I, f64), b: &(I, f64)| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0));
+    if scored.len() > k && k > 0 {
+        scored.select_nth_unstable_by(k - 1, order);
+    }
+    scored.truncate(k);
+    scored.sort_by(order);
+    scored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bm25::{Corpus, bm25};
+    use super::terms as keywords;
+    use super::*;
+    use crate::memory::Conversation;
+
+    fn entry(id: &str) -> Entry<'_> {
+        Entry {
+            id,
+            scope: Scope::Project,
+            conversation: None,
+        }
+    }
+
+    fn everyone() -> Visibility {
+        Visibility { conversation: None }
+    }
+
+    const NOTES: [&str; 5] = [
+        "redis runs on port 6380",
+        "the deploy uses redis sentinel and redis cluster",
+        "postgres backups run nightly",
+        "deploy on fridays is forbidden",
+        "redis",
+    ];
+
+    fn indexed(notes: &[&str]) -> SearchIndex {
+        let mut index = SearchIndex::new(2);
+        for (i, note) in notes.iter().enumerate() {
+            let id = format!("m{i}");
+            index.push(entry(&id), &[1.0, i as f32], &keywords::terms(note));
+        }
+        index
+    }
+
+    /// The same scores as BM25 over every memory's whole term list.
+    fn by_brute_force(notes: &[(&str, &str)], query: &[String]) -> Vec<(String, f64)> {
+        let terms: Vec<Vec<String>> = notes.iter().map(|(_, n)| keywords::terms(n)).collect();
+        let corpus = Corpus {
+            memories: notes.len() as u64,
+            average_terms: terms.iter().map(Vec::len).sum::<usize>() as f64 / notes.len() as f64,
+            containing: query
+                .iter()
+                .map(|q| terms.iter().filter(|t| t.contains(q)).count() as u64)
+                .collect(),
+        };
+        let scored = notes
+            .iter()
+            .zip(&terms)
+            .map(|((id, _), t)| (id.to_string(), bm25(query, t, &corpus)))
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
+        best_first(scored, 10)
+    }
+
+    #[test]
+    fn keyword_scores_are_bm25_to_the_last_bit_after_removals() {
+        let mut index = indexed(&NOTES);
+        let query = keywords::query_terms("redis deploy port");
+        let found = |index: &SearchIndex| -> Vec<(String, f64)> {
+            index
+                .keyword_matches(&query, &everyone(), 10)
+                .into_iter()
+                .map(|(p, s)| (index.id(p).to_owned(), s))
+                .collect()
+        };
+        let all: Vec<(&str, &str)> = ["m0", "m1", "m2", "m3", "m4"]
+            .into_iter()
+            .zip(NOTES)
+            .collect();
+        assert_eq!(found(&index), by_brute_force(&all, &query));
+        assert_eq!(found(&index).len(), 4);
+        // Removing moves the last memory into the gap; its postings must follow it.
+        assert_eq!(index.remove("m1"), Some(Position(1)));
+        assert_eq!(index.remove("m1"), None);
+        let left: Vec<(&str, &str)> = all.iter().copied().filter(|(id, _)| *id != "m1").collect();
+        assert_eq!(found(&index), by_brute_force(&left, &query));
+        assert_eq!(index.position("m4"), Some(Position(1)));
+        assert_eq!(index.len(), 4);
+    }
+
+    /// Deterministic pseudo-random numbers in [-1, 1).
+    fn noise(seed: u64) -> impl FnMut() -> f32 {
+        let mut state = seed;
+        move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    #[test]
+    fn nearest_is_the_exact_top_k_by_cosine() {
+        let width = 48;
+        let mut next = noise(7);
+        let mut index = SearchIndex::new(width);
+        let mut stored: Vec<(String, Vec<f32>, bool)> = Vec::new();
+        let base: Vec<f32> = (0..width).map(|_| next()).collect();
+        for i in 0..600 {
+            // Many memories close to one direction, at every scale, some within a rounding
+            // of each other: where a coarse score alone would pick wrongly.
+            let scale = [1e-3, 1.0, 7.0, 1e4][i % 4];
+            let spread = [0.5, 0.05, 1e-4, 0.0][i % 3];
+            let v: Vec<f32> = base.iter().map(|b| (b + spread * next()) * scale).collect();
+            let private = i % 5 == 0;
+            let id = format!("m{i:04}");
+            let entry = Entry {
+                id: &id,
+                scope: if private {
+                    Scope::Conversation
+                } else {
+                    Scope::Project
+                },
+                conversation: private.then_some("conv-a"),
+            };
+            index.push(entry, &v, &[]);
+            stored.push((id, v, private));
+        }
+        for (round, k) in [1, 5, 30, 100, 700].into_iter().enumerate() {
+            let query: Vec<f32> = base.iter().map(|b| b + 0.01 * next()).collect();
+            let mine = Visibility {
+                conversation: (round % 2 == 0)
+                    .then(|| Conversation::new_unchecked("conv-a".into())),
+            };
+            let mut expected: Vec<(&str, f64)> = stored
+                .iter()
+                .filter(|(_, _, private)| !private || mine.conversation.is_some())
+                .map(|(id, v, _)| (id.as_str(), cosine(&query, v)))
+                .collect();
+            expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            let got: Vec<(&str, f64)> = index
+                .nearest(&query, &mine, k)
+                .into_iter()
+                .map(|n| (index.id(n.position), n.similarity))
+                .collect();
+            assert_eq!(got.len(), k.min(expected.len()));
+            // The same similarities, exactly; ids may differ only between equal ones.
+            for (g, e) in got.iter().zip(&expected) {
+                assert_eq!(g.1, e.1, "k = {k}");
+            }
+            for (id, s) in &got {
+                assert_eq!(*s, expected.iter().find(|(e, _)| e == id).unwrap().1);
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_and_similarity_follow_a_moved_memory() {
+        let mut index = indexed(&NOTES);
+        index.remove("m0");
+        let best = index.nearest(&[1.0, 4.0], &everyone(), 1);
+        assert_eq!(index.id(best[0].position), "m4");
+        assert!((best[0].similarity - 1.0).abs() < 1e-12);
+        assert_eq!(index.nearest(&[1.0], &everyone(), 1), []);
+    }
+
+    #[test]
+    fn conversation_notes_count_and_match_only_in_their_conversation() {
+        let mut index = SearchIndex::new(2);
+        index.push(entry("p"), &[1.0, 0.0], &keywords::terms("redis on 6380"));
+        index.push(
+            Entry {
+                id: "c",
+                scope: Scope::Conversation,
+                conversation: Some("conv-a"),
+            },
+            &[1.0, 0.0],
+            &keywords::terms("redis moved to 6381"),
+        );
+        let query = keywords::query_terms("redis");
+        let mine = Visibility {
+            conversation: Some(Conversation::new_unchecked("conv-a".into())),
+        };
+        let other = Visibility {
+            conversation: Some(Conversation::new_unchecked("conv-b".into())),
+        };
+        assert_eq!(index.keyword_matches(&query, &mine, 10).len(), 2);
+        assert_eq!(index.keyword_matches(&query, &other, 10).len(), 1);
+        assert_eq!(index.nearest(&[1.0, 0.0], &everyone(), 5).len(), 1);
+        assert_eq!(index.nearest(&[1.0, 0.0], &mine, 5).len(), 2);
+    }
+}

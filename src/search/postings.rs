@@ -1,0 +1,165 @@
+//! A tenant's terms as postings: for each word, the memories holding it and how often.
+//! Keyword matching reads only the postings of the query's words, so a recall costs the
+//! matches, never a pass over every memory's text.
+
+use std::collections::HashMap;
+
+use super::Position;
+use super::audiences::Totals;
+use super::bm25::{Corpus, Scorer};
+
+/// A word, interned: its index in `Postings::lists`.
+type Word = u32;
+
+/// One memory in a word's list, and how often the word occurs in it.
+#[derive(Clone, Copy)]
+struct Posting {
+    position: Position,
+    frequency: u32,
+}
+
+#[derive(Default)]
+pub struct Postings {
+    words: HashMap<Box<str>, Word>,
+    lists: Vec<Vec<Posting>>,
+    /// Terms in each memory, repeats included (BM25's document length), by position.
+    lengths: Vec<u32>,
+    /// Each memory's distinct words, by position, to find its postings when it goes.
+    distinct: Vec<Box<[Word]>>,
+}
+
+/// A memory the query's words found, with its BM25 score.
+pub struct Scored {
+    pub position: Position,
+    pub score: f64,
+}
+
+impl Postings {
+    /// Adds the terms of the memory at `position`, the next one.
+    pub fn push(&mut self, position: Position, terms: &[String]) {
+        self.lengths
+            .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
+        let mut counted: Vec<(Word, u32)> = Vec::new();
+        for term in terms {
+            let word = match self.words.get(term.as_str()) {
+                Some(word) => *word,
+                None => {
+                    let word = self.lists.len() as Word;
+                    self.words.insert(term.as_str().into(), word);
+                    self.lists.push(Vec::new());
+                    word
+                }
+            };
+            match counted.iter_mut().find(|(w, _)| *w == word) {
+                Some((_, n)) => *n += 1,
+                None => counted.push((word, 1)),
+            }
+        }
+        for (word, frequency) in &counted {
+            self.lists[*word as usize].push(Posting {
+                position,
+                frequency: *frequency,
+            });
+        }
+        self.distinct
+            .push(counted.into_iter().map(|(w, _)| w).collect());
+    }
+
+    /// How many terms the memory at `position` has.
+    pub fn length(&self, position: Position) -> u32 {
+        self.lengths[position.index()]
+    }
+
+    /// Removes the memory at `gone`; the last one (at `last`) takes its place.
+    pub fn swap_remove(&mut self, gone: Position, last: Position) {
+        for word in &self.distinct[gone.index()] {
+            let list = &mut self.lists[*word as usize];
+            if let Some(at) = list.iter().position(|p| p.position == gone) {
+                list.swap_remove(at);
+            }
+        }
+        if gone != last {
+            for word in &self.distinct[last.index()] {
+                if let Some(posting) = self.lists[*word as usize]
+                    .iter_mut()
+                    .find(|p| p.position == last)
+                {
+                    posting.position = gone;
+                }
+            }
+        }
+        self.lengths.swap_remove(gone.index());
+        self.distinct.swap_remove(gone.index());
+    }
+
+    /// The memories `seen` accepts that hold a word of `query` (distinct terms) and can be
+    /// among its `k` best by BM25 over `visible`, the corpus of what the caller can see:
+    /// every one scoring at least the k-th best, in no order.
+    pub fn best(
+        &self,
+        query: &[String],
+        seen: impl Fn(usize) -> bool,
+        visible: Totals,
+        k: usize,
+    ) -> Vec<Scored> {
+        let lists: Vec<Option<&Vec<Posting>>> = query
+            .iter()
+            .map(|t| self.words.get(t.as_str()).map(|w| &self.lists[*w as usize]))
+            .collect();
+        if lists.iter().all(Option::is_none) {
+            return Vec::new();
+        }
+        let corpus = Corpus {
+            memories: visible.memories,
+            average_terms: visible.terms as f64 / visible.memories.max(1) as f64,
+            containing: lists
+                .iter()
+                .map(|list| {
+                    list.map_or(0, |l| l.iter().filter(|p| seen(p.position.index())).count()) as u64
+                })
+                .collect(),
+        };
+        let scorer = Scorer::new(&corpus);
+        // Term at a time, in the query's order: each memory's sum is added up in the order
+        // `Scorer::score` adds it, so the scores are the same to the last bit.
+        let mut scores = vec![0.0f64; self.lengths.len()];
+        let mut matched: Vec<usize> = Vec::new();
+        for (j, list) in lists.iter().enumerate() {
+            for posting in list.iter().flat_map(|l| l.iter()) {
+                let i = posting.position.index();
+                if !seen(i) {
+                    continue;
+                }
+                let part = scorer.term(j, posting.frequency, self.lengths[i]);
+                if scores[i] == 0.0 && part > 0.0 {
+                    matched.push(i);
+                }
+                scores[i] += part;
+            }
+        }
+        // A common word matches most of a tenant: the k-th best score, found among bare
+        // numbers, leaves only the few memories that can rank for the id order to sort.
+        if matched.len() > k && k > 0 {
+            let mut best: Vec<f64> = matched.iter().map(|i| scores[*i]).collect();
+            let (_, kth, _) = best.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            let kth = *kth;
+            matched.retain(|i| scores[*i] >= kth);
+        }
+        matched
+            .into_iter()
+            .map(|i| Scored {
+                position: Position::at(i),
+                score: scores[i],
+            })
+            .collect()
+    }
+
+    /// Roughly what the postings hold, in bytes: words, lists and each memory's distinct
+    /// words (lengths are counted with the memory, in `SearchIndex::bytes`).
+    pub fn bytes(&self) -> usize {
+        let words: usize = self.words.keys().map(|w| 64 + w.len()).sum();
+        let lists: usize = self.lists.iter().map(|p| 24 + 8 * p.len()).sum();
+        let distinct: usize = self.distinct.iter().map(|d| 16 + 4 * d.len()).sum();
+        words + lists + distinct
+    }
+}

@@ -1,0 +1,67 @@
+//! What can go wrong at the store's edge, typed by what the caller can do about it. The
+//! tool layer turns each kind into the model's message in one place (`tools/mod.rs`). A
+//! message names the backend and the step, never memory content or credentials; the cause
+//! it quotes is also kept as the error's `source`.
+
+/// Why a dependency failed, as that dependency said it.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed or could not be reached: a connection, an I/O error, a refusal
+    /// of the service. Nothing the caller asked for was wrong.
+    #[error("{what} — {cause}")]
+    Unavailable {
+        what: String,
+        #[source]
+        cause: Cause,
+    },
+    /// The backend did not answer within its limit.
+    #[error("{what} did not answer in time — {cause}")]
+    TimedOut {
+        what: String,
+        #[source]
+        cause: Cause,
+    },
+    /// The memory does not fit the store's limits: the caller's to fix, and nothing was
+    /// written.
+    #[error("{message}")]
+    Refused {
+        field: &'static str,
+        limit: usize,
+        message: String,
+    },
+    /// The store holds vectors of another width than this deployment embeds with.
+    #[error(
+        "{location} holds {stored}-dimensional embeddings but EMBEDDING_DIM is {configured}; \
+         use the model they were stored with, or re-embed them or start from a fresh store \
+         before changing models — nothing was altered"
+    )]
+    Dimension {
+        location: String,
+        stored: usize,
+        configured: usize,
+    },
+}
+
+impl StoreError {
+    pub fn unavailable(what: impl Into<String>, cause: impl Into<Cause>) -> StoreError {
+        StoreError::Unavailable {
+            what: what.into(),
+            cause: cause.into(),
+        }
+    }
+
+    pub fn timed_out(what: impl Into<String>, cause: impl Into<Cause>) -> StoreError {
+        StoreError::TimedOut {
+            what: what.into(),
+            cause: cause.into(),
+        }
+    }
+}
+
+impl From<crate::search::cache::Interrupted> for StoreError {
+    fn from(e: crate::search::cache::Interrupted) -> StoreError {
+        StoreError::unavailable("the in-process search index", e)
+    }
+}

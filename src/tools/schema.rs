@@ -1,0 +1,162 @@
+//! What a tool declares: its name, a description written for a model, and its parameters,
+//! from which come both the JSON Schema `tools/list` shows and the schema layer of argument
+//! validation (docs/behavior.md#validation), so the two cannot drift. Once the schema layer
+//! has passed, the arguments are read into the tool's own typed `Args` (`parse`).
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::{Arguments, ToolError};
+
+pub enum Kind {
+    String,
+    Integer,
+    /// One of a domain type's names (`MemoryType::NAMES` and the like).
+    OneOf(&'static [&'static str]),
+    Strings,
+}
+
+pub struct Param {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub required: bool,
+    pub description: &'static str,
+}
+
+pub struct Definition {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: &'static [Param],
+}
+
+impl Definition {
+    pub fn to_json(&self) -> Value {
+        let mut properties = Map::new();
+        for p in self.params {
+            let mut schema = match p.kind {
+                Kind::String => json!({"type": "string"}),
+                Kind::Integer => json!({"type": "integer"}),
+                Kind::OneOf(values) => json!({"type": "string", "enum": values}),
+                Kind::Strings => json!({"type": "array", "items": {"type": "string"}}),
+            };
+            schema["description"] = json!(p.description);
+            properties.insert(p.name.into(), schema);
+        }
+        let mut input_schema = json!({"type": "object", "properties": properties});
+        let required: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name)
+            .collect();
+        if !required.is_empty() {
+            input_schema["required"] = json!(required);
+        }
+        json!({"name": self.name, "description": self.description, "inputSchema": input_schema})
+    }
+
+    /// The schema layer: types, enums and required properties. `null` counts as absent,
+    /// since models often send it for optional fields; unknown properties are ignored.
+    pub fn check(&self, args: &Arguments) -> Result<(), String> {
+        for p in self.params {
+            let value = args.get(p.name).filter(|v| !v.is_null());
+            let Some(value) = value else {
+                if p.required {
+                    return Err(format!("`{}` is required", p.name));
+                }
+                continue;
+            };
+            let fits = match p.kind {
+                Kind::String => value.is_string(),
+                Kind::Integer => is_integer(value),
+                Kind::OneOf(values) => value.as_str().is_some_and(|s| values.contains(&s)),
+                Kind::Strings => value
+                    .as_array()
+                    .is_some_and(|items| items.iter().all(Value::is_string)),
+            };
+            if !fits {
+                return Err(match p.kind {
+                    Kind::String => format!("`{}` must be a string", p.name),
+                    Kind::Integer => format!("`{}` must be an integer", p.name),
+                    Kind::OneOf(values) => {
+                        format!("`{}` must be one of: {}", p.name, values.join(", "))
+                    }
+                    Kind::Strings => format!("`{}` must be an array of strings", p.name),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// JSON numbers with no fractional part (`3`, `3.0`) are integers.
+fn is_integer(value: &Value) -> bool {
+    value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
+}
+
+/// Arguments that passed `check`, as a tool's typed `Args`: `null` reads as absent and
+/// unknown properties are ignored, as in `check`. A failure here means the definition and
+/// the `Args` disagree.
+pub fn parse<T: DeserializeOwned>(args: &Arguments) -> Result<T, ToolError> {
+    let present: Map<String, Value> = (args.iter())
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    serde_json::from_value(Value::Object(present))
+        .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(tool: &str, args: Value) -> Result<(), String> {
+        let tools = crate::tools::catalogue(true, true);
+        let found = tools.iter().find(|t| t.definition().name == tool).unwrap();
+        found.definition().check(args.as_object().unwrap())
+    }
+
+    #[test]
+    fn schema_layer() {
+        assert!(check("recall", json!({"query": "q", "limit": 3.0})).is_ok());
+        assert!(check("recall", json!({"query": "q", "limit": null, "mode": null})).is_ok());
+        assert!(check("recall", json!({"query": "q", "tenant": "other"})).is_ok());
+        for bad in [
+            json!({}),
+            json!({"query": 42}),
+            json!({"query": "q", "limit": "3"}),
+            json!({"query": "q", "limit": 1.5}),
+            json!({"query": "q", "mode": "aggressive"}),
+        ] {
+            assert!(check("recall", bad.clone()).is_err(), "{bad}");
+        }
+        assert_eq!(
+            check("recall", json!({"query": "q", "mode": "aggressive"})).unwrap_err(),
+            "`mode` must be one of: precision, balanced, exploratory"
+        );
+        assert!(check("remember", json!({"content": "c", "tags": ["a", 1]})).is_err());
+        assert!(check("remember", json!({"content": "c", "scope": "thread"})).is_err());
+        assert!(check("forget", json!({})).is_err());
+        assert!(check("search_docs", json!({"query": "q", "limit": 3})).is_ok());
+        assert!(check("search_docs", json!({"limit": 3})).is_err());
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Args {
+        query: String,
+        limit: Option<f64>,
+    }
+
+    #[test]
+    fn checked_arguments_read_as_typed_ones_with_null_as_absent() {
+        let args = json!({"query": "q", "limit": null, "tenant": "other"});
+        let read: Args = parse(args.as_object().unwrap()).unwrap();
+        assert_eq!(
+            read,
+            Args {
+                query: "q".into(),
+                limit: None
+            }
+        );
+    }
+}
