@@ -10,7 +10,7 @@ MODEL_DIR ?= .models/all-MiniLM-L6-v2
 # Calibrated for all-MiniLM-L6-v2 (README, "Recall threshold").
 MINILM_MIN_SIMILARITY := 0.2
 
-# The feature sets users get (DESIGN.md §2): local default, on-prem slim image, AWS image.
+# The feature sets users get (docs/architecture.md#feature-sets): local default, on-prem slim image, AWS image.
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local AWS emulator for the tests (AWS.md §4): moto 5.2.5 plus the launcher in
+# The local AWS emulator for the tests (docs/architecture.md#aws-emulator): moto 5.2.5 plus the launcher in
 # tests/support/aws_emulator.py, which adds QueryVectors, Titan embeddings and a fake
 # knowledge base. One loopback port serves S3, S3 Vectors, Bedrock and Bedrock Agent.
 #

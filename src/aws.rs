@@ -11,9 +11,6 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
-/// The region every client uses unless `AWS_REGION` says otherwise.
-pub const DEFAULT_REGION: &str = "ap-northeast-2";
-
 pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))

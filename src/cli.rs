@@ -1,66 +1,73 @@
-//! The command line: with no argument the binary serves; the flags answer an operator's
+//! The command line: with no flag the binary serves; the flags answer an operator's
 //! questions and exit. `--healthcheck` is what the container image's HEALTHCHECK runs (the
-//! image has no shell and no curl).
+//! image has no shell and no curl). Every variable can also be given as its flag
+//! (`--port 8080` for `PORT`), which wins over the environment.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::TcpStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
+use clap::error::ErrorKind;
+
 use crate::app::App;
-use crate::config::{Config, VARIABLES};
+use crate::config::{self, Config, Variables};
 use crate::memory::{Tenant, Visibility};
 use crate::{SERVER_NAME, SERVER_VERSION};
 
-pub enum Command {
-    Serve,
-    Version,
-    Help,
-    CheckConfig,
-    Healthcheck,
+#[derive(Parser)]
+#[command(
+    name = "mcp-memory",
+    version,
+    about = "An MCP memory server (POST /mcp, GET /health, GET /metrics). With no flag it serves.",
+    after_help = "Configuration comes from the environment (each variable above), or from \
+                       its flag. Also read: HOSTNAME, which names this process's counter shards \
+                       under the S3 store (a pod's name on Kubernetes)."
+)]
+pub struct Cli {
+    /// validate the configuration, reach the store and the embedder, and exit
+    #[arg(long)]
+    pub check_config: bool,
+    /// ask a server on this machine's PORT for /health, and exit 0 when it answers 200
+    #[arg(long, conflicts_with = "check_config")]
+    pub healthcheck: bool,
+    #[command(flatten)]
+    pub variables: Variables,
 }
 
-impl Command {
-    /// The command `args` (without the program name) ask for.
-    pub fn parse(args: &[String]) -> Result<Command, String> {
-        match args {
-            [] => Ok(Command::Serve),
-            [one] => match one.as_str() {
-                "--version" | "-V" => Ok(Command::Version),
-                "--help" | "-h" => Ok(Command::Help),
-                "--check-config" => Ok(Command::CheckConfig),
-                "--healthcheck" => Ok(Command::Healthcheck),
-                other => Err(format!("unknown argument \"{other}\"; see --help")),
-            },
-            _ => Err("at most one argument; see --help".into()),
+/// The command line and the environment, or the exit code of a refusal (printed here) or
+/// of `--help` and `--version` (answered here).
+pub fn parse() -> Result<Cli, ExitCode> {
+    let args = std::env::args_os().skip(1).collect();
+    config::read::<Cli>(args, |name| std::env::var(name).ok()).map_err(|e| match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            print!("{}", config::help::<Cli>());
+            ExitCode::SUCCESS
         }
-    }
+        ErrorKind::DisplayVersion => {
+            println!("{}", version());
+            ExitCode::SUCCESS
+        }
+        ErrorKind::ValueValidation => {
+            eprintln!("configuration error: {}", config::refusal(&e));
+            ExitCode::FAILURE
+        }
+        _ => {
+            eprintln!("{}; see --help", config::refusal(&e));
+            ExitCode::from(2)
+        }
+    })
 }
 
 pub fn version() -> String {
     format!("{SERVER_NAME} {SERVER_VERSION}")
 }
 
-pub fn help() -> String {
-    let mut out = format!(
-        "{SERVER_NAME} {SERVER_VERSION}: an MCP memory server (POST /mcp, GET /health, GET /metrics)\n\n\
-         Usage: {SERVER_NAME} [--version | --help | --check-config | --healthcheck]\n\n\
-         With no argument it serves. --check-config validates the configuration, reaches the\n\
-         store and the embedder, and exits. --healthcheck asks a server on this machine's PORT\n\
-         for /health and exits 0 when it answers 200.\n\n\
-         Configuration, from the environment (default in brackets):\n"
-    );
-    let width = VARIABLES.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
-    for (name, default, meaning) in VARIABLES {
-        out.push_str(&format!("  {name:width$}  {meaning} [{default}]\n"));
-    }
-    out
-}
-
-/// The configuration from the environment, built into the app, and the address to listen
-/// on; a refusal is printed as one line and becomes the exit code.
-pub async fn boot() -> Result<(App, (IpAddr, u16)), ExitCode> {
-    let config = Config::from_env().map_err(|message| {
+/// The configuration built into the app, and the address to listen on; a refusal is
+/// printed as one line and becomes the exit code.
+pub async fn boot(variables: Variables) -> Result<(App, (std::net::IpAddr, u16)), ExitCode> {
+    let config: Config = variables.resolve().map_err(|message| {
         eprintln!("configuration error: {message}");
         ExitCode::FAILURE
     })?;
@@ -77,8 +84,8 @@ pub async fn boot() -> Result<(App, (IpAddr, u16)), ExitCode> {
 
 /// Builds everything the server would, then asks the embedder for one vector and the store
 /// for one count, so a deployment learns it cannot work before it is rolled out.
-pub async fn check_config() -> ExitCode {
-    let app = match boot().await {
+pub async fn check_config(variables: Variables) -> ExitCode {
+    let app = match boot(variables).await {
         Ok((app, _)) => app,
         Err(code) => return code,
     };
@@ -103,12 +110,8 @@ pub async fn check_config() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// GET /health on 127.0.0.1:$PORT; success only for a 200 within three seconds.
-pub fn healthcheck() -> ExitCode {
-    let port = std::env::var("PORT")
-        .ok()
-        .and_then(|p| p.trim().parse::<u16>().ok())
-        .unwrap_or(3000);
+/// GET /health on 127.0.0.1:`port`; success only for a 200 within three seconds.
+pub fn healthcheck(port: u16) -> ExitCode {
     match health_status(port) {
         Ok(200) => ExitCode::SUCCESS,
         Ok(status) => {
@@ -142,32 +145,118 @@ fn health_status(port: u16) -> std::io::Result<u16> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn flags_are_parsed_and_anything_else_is_refused() {
-        let parse =
-            |args: &[&str]| Command::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
-        assert!(matches!(parse(&[]), Ok(Command::Serve)));
-        assert!(matches!(parse(&["--version"]), Ok(Command::Version)));
-        assert!(matches!(
-            parse(&["--check-config"]),
-            Ok(Command::CheckConfig)
-        ));
-        assert!(matches!(
-            parse(&["--healthcheck"]),
-            Ok(Command::Healthcheck)
-        ));
-        assert!(parse(&["--serve"]).err().unwrap().contains("--serve"));
-        assert!(parse(&["--help", "--version"]).is_err());
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        config::read(args.iter().map(Into::into).collect(), |_| None)
     }
 
     #[test]
-    fn help_lists_every_variable_with_its_default() {
-        let text = help();
-        for (name, default, _) in VARIABLES {
+    fn flags_are_parsed_and_anything_else_is_refused() {
+        let serve = parse(&[]).unwrap();
+        assert!(!serve.check_config && !serve.healthcheck);
+        assert!(parse(&["--check-config"]).unwrap().check_config);
+        assert!(parse(&["--healthcheck"]).unwrap().healthcheck);
+        let unknown = parse(&["--serve"]).err().unwrap();
+        assert!(config::refusal(&unknown).contains("--serve"));
+        assert!(parse(&["--healthcheck", "--check-config"]).is_err());
+        assert_eq!(
+            parse(&["--help"]).err().map(|e| e.kind()),
+            Some(ErrorKind::DisplayHelp)
+        );
+    }
+
+    /// A variable's flag wins over the variable, and a blank variable is unset.
+    #[test]
+    fn the_command_line_wins_and_blank_means_unset() {
+        let from = |args: &[&str], port: &str| {
+            let port = port.to_owned();
+            config::read::<Cli>(args.iter().map(Into::into).collect(), move |name| {
+                (name == "PORT").then(|| port.clone())
+            })
+            .map(|cli| cli.variables.port)
+        };
+        assert_eq!(from(&[], " 8080 ").unwrap(), 8080);
+        assert_eq!(from(&["--port", "9090"], "8080").unwrap(), 9090);
+        assert_eq!(from(&[], "   ").unwrap(), 3000);
+        let refused = from(&[], "70000").err().unwrap();
+        assert_eq!(
+            config::refusal(&refused),
+            "PORT must be an integer between 1 and 65535, got \"70000\""
+        );
+    }
+
+    /// Every variable, with its default, in `--help`; and nothing in the server's code reads
+    /// a variable the help does not name.
+    #[test]
+    fn help_lists_every_variable_with_its_default_and_nothing_else_is_read() {
+        let help = config::help::<Cli>();
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let command = <Cli as clap::CommandFactory>::command();
+        let mut declared = Vec::new();
+        for arg in command.get_arguments() {
+            let Some(name) = arg.get_env().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            declared.push(name.to_owned());
+            // An option's entry: its line, then its help, until the next option.
+            let option = format!("--{} ", arg.get_long().unwrap());
+            let mut entry = help
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with(&option));
+            let first = entry.next().unwrap_or_default();
+            let rest =
+                entry.take_while(|l| !l.trim().is_empty() && !l.trim_start().starts_with('-'));
+            let line = std::iter::once(first)
+                .chain(rest)
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(line.contains(&format!("[env: {name}")), "{name}: {line}");
+            assert!(line.contains("[default: "), "{name} has no default: {line}");
+        }
+        let readme = include_str!("../README.md");
+        for name in &declared {
             assert!(
-                text.contains(name) && text.contains(&format!("[{default}]")),
-                "{name}"
+                readme.contains(&format!("`{name}`")),
+                "README does not describe {name}"
             );
         }
+        assert!(flat.contains("HOSTNAME"));
+        for read in variables_read(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))) {
+            assert!(
+                declared.contains(&read) || read == "HOSTNAME",
+                "{read} is read but --help does not list it"
+            );
+        }
+    }
+
+    /// The names passed to `std::env::var` outside tests, in every source file.
+    fn variables_read(dir: &std::path::Path) -> Vec<String> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                found.extend(variables_read(&path));
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            let code = source.split("#[cfg(test)]").next().unwrap();
+            for read in code.split("env::var(\"").skip(1) {
+                found.push(read[..read.find('"').unwrap()].to_owned());
+            }
+            // A read through a name not written out is a read no test can list.
+            let indirect = code.matches("env::var(").count() - code.matches("env::var(\"").count();
+            let allowed = usize::from(path.ends_with("config.rs") || path.ends_with("cli.rs"));
+            assert!(
+                indirect <= allowed,
+                "{} reads a variable by a computed name",
+                path.display()
+            );
+        }
+        found
     }
 }

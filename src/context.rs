@@ -1,6 +1,6 @@
 //! Who is asking: the tenant and conversation of a tool call, read from HTTP headers.
 //!
-//! This is the only place headers become identities (BEHAVIOR.md §2). Tools never take a
+//! This is the only place headers become identities (docs/behavior.md#identity). Tools never take a
 //! tenant or conversation argument.
 
 use axum::http::HeaderMap;

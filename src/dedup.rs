@@ -1,4 +1,4 @@
-//! The near-verbatim repeat rule of `remember` (BEHAVIOR.md §5): a new fact is "already
+//! The near-verbatim repeat rule of `remember` (docs/behavior.md#duplicate-rule): a new fact is "already
 //! known" when its nearest visible neighbour is both very close in meaning and shares at
 //! least half its words. Both constants are compiled in on purpose.
 

@@ -21,6 +21,7 @@ pub mod search;
 pub mod shutdown;
 pub mod store;
 pub mod tools;
+pub mod variables;
 
 /// The server's name, as `serverInfo` and `--version` give it.
 pub const SERVER_NAME: &str = env!("CARGO_PKG_NAME");

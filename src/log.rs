@@ -1,4 +1,4 @@
-//! Structured events, one JSON object per line (BEHAVIOR.md §10): `info` to stdout,
+//! Structured events, one JSON object per line (docs/behavior.md#logging): `info` to stdout,
 //! `error` to stderr. The context fields are a closed set so that memory content, queries,
 //! tags and conversation ids cannot be logged by accident.
 

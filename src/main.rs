@@ -1,37 +1,29 @@
-//! Thin entry point: the command line (`cli`), or configuration → app → serve, with
+//! Thin entry point: the command line (`cli`), then configuration → app → serve, with
 //! graceful shutdown.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_memory::cli::{self, Command};
-use mcp_memory::{SERVER_NAME, SERVER_VERSION};
-use mcp_memory::{http, log, shutdown};
+use mcp_memory::config::Variables;
+use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, http, log, shutdown};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match Command::parse(&args) {
-        Ok(Command::Serve) => serve().await,
-        Ok(Command::Version) => {
-            println!("{}", cli::version());
-            ExitCode::SUCCESS
-        }
-        Ok(Command::Help) => {
-            print!("{}", cli::help());
-            ExitCode::SUCCESS
-        }
-        Ok(Command::CheckConfig) => cli::check_config().await,
-        Ok(Command::Healthcheck) => cli::healthcheck(),
-        Err(message) => {
-            eprintln!("{message}");
-            ExitCode::from(2)
-        }
+    let cli = match cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    if cli.healthcheck {
+        cli::healthcheck(cli.variables.port)
+    } else if cli.check_config {
+        cli::check_config(cli.variables).await
+    } else {
+        serve(cli.variables).await
     }
 }
 
-async fn serve() -> ExitCode {
-    let (app, address) = match cli::boot().await {
+async fn serve(variables: Variables) -> ExitCode {
+    let (app, address) = match cli::boot(variables).await {
         Ok((app, address)) => (Arc::new(app), address),
         Err(code) => return code,
     };

@@ -1,14 +1,14 @@
-//! Recall ranking as pure functions (BEHAVIOR.md §4): fusion of the vector and keyword
+//! Recall ranking as pure functions (docs/behavior.md#ranking): fusion of the vector and keyword
 //! candidates, gates, composite score, confidence and standing. No I/O and no clock: `now`
 //! is an argument.
 //!
-//! Hybrid recall (README, "Recall") changes one thing in BEHAVIOR.md §4: relevance is a
-//! blend of the cosine similarity (relative to the best one) and the BM25 score of the
-//! query's words (relative to the best one), weighted by `keyword_weight`; a memory passes
-//! the floor if it is similar enough *or* contains a word of the query; and the mode's keep
-//! ratio keeps what is close to the best by the blend, by meaning alone or by words alone.
-//! With a weight of 0, or when no memory shares a word with the query, ranking is exactly
-//! §4.
+//! Hybrid recall blends two paths (docs/behavior.md#relevance-blend): relevance is a blend
+//! of the cosine similarity (relative to the best one) and the BM25 score of the query's
+//! words (relative to the best one), weighted by `keyword_weight`; a memory passes the floor
+//! if it is similar enough *or* contains a word of the query; and the mode's keep ratio
+//! keeps what is close to the best by the blend, by meaning alone or by words alone. With a
+//! weight of 0, or when no memory shares a word with the query, relevance is the cosine
+//! alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ const TRUST_WEIGHT: f64 = 0.1;
 /// A top result this many times above the floor is a confident match.
 const HIGH_CONFIDENCE_MULTIPLE: f64 = 3.0;
 
-/// How close and how many: the three recall modes of BEHAVIOR.md §4.1.
+/// How close and how many: the three recall modes of docs/behavior.md#modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecallMode {
@@ -329,7 +329,7 @@ mod tests {
         Hit::new(memory(id, MemoryType::Project, 0, 0), similarity)
     }
 
-    /// Vector-only ranking, as BEHAVIOR.md §4 has it.
+    /// Vector-only ranking, as docs/behavior.md#ranking has it.
     fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
         super::rank(
             hits.into_iter().map(Candidate::from).collect(),
@@ -501,7 +501,7 @@ mod tests {
         assert_eq!(ids(&r), ["exact"]);
         assert_eq!(r.gated, 1);
         assert_eq!(r.confidence, Confidence::Medium);
-        // With no weight on words the floor alone decides, as in BEHAVIOR.md §4.
+        // With no weight on words the floor alone decides, as in docs/behavior.md#ranking.
         let dense = super::rank(
             fuse(vec![hit("near", 0.05)], vec![]),
             RecallMode::Balanced,

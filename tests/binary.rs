@@ -204,7 +204,7 @@ async fn version_help_check_config_and_healthcheck_answer_and_exit() {
     );
     let help = String::from_utf8(run(&env, "--help").await.unwrap().stdout).unwrap();
     assert!(
-        help.contains("RECALL_KEYWORD_WEIGHT") && help.contains("[3000]"),
+        help.contains("RECALL_KEYWORD_WEIGHT") && help.contains("[default: 3000]"),
         "{help}"
     );
     assert_eq!(run(&env, "--serve").await.unwrap().status.code(), Some(2));

@@ -1,4 +1,4 @@
-//! The HTTP edge and both MCP eras, through the real router (MCP.md, BEHAVIOR.md §9).
+//! The HTTP edge and both MCP eras, through the real router (docs/behavior.md#protocol).
 
 mod support;
 

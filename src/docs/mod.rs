@@ -26,6 +26,57 @@ pub struct KnowledgeBase {
     pub region: String,
 }
 
+/// The library's one variable, declared in every build so `--help` lists it and a build
+/// without `kb` reports it as ignored.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[group(id = "docs")]
+pub struct Variables {
+    /// Bedrock Knowledge Base for search_docs [default: unset]
+    #[arg(long, env = "KNOWLEDGE_BASE_ID", value_parser = crate::variables::text)]
+    pub knowledge_base_id: Option<String>,
+}
+
+impl Variables {
+    /// The knowledge base to offer `search_docs` over, if one is set and this build can.
+    #[cfg(feature = "kb")]
+    pub fn resolve(
+        self,
+        region: &str,
+        _: &mut Vec<String>,
+    ) -> Result<Option<KnowledgeBase>, String> {
+        let Some(id) = self.knowledge_base_id else {
+            return Ok(None);
+        };
+        let is_id = id.len() == 10 && id.chars().all(|c| c.is_ascii_alphanumeric());
+        if !is_id && !id.starts_with("arn:") {
+            return Err(format!(
+                "KNOWLEDGE_BASE_ID must be a knowledge base id (10 letters or digits) or its \
+                 ARN, got \"{id}\""
+            ));
+        }
+        Ok(Some(KnowledgeBase {
+            id,
+            region: region.to_owned(),
+        }))
+    }
+
+    #[cfg(not(feature = "kb"))]
+    pub fn resolve(
+        self,
+        _: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<KnowledgeBase>, String> {
+        if self.knowledge_base_id.is_some() {
+            warnings.push(
+                "KNOWLEDGE_BASE_ID is ignored: search_docs is not available in this build \
+                 (build with --features kb)"
+                    .into(),
+            );
+        }
+        Ok(None)
+    }
+}
+
 /// Why the library could not be searched, as the service said it; the tool layer says
 /// what failed around it.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

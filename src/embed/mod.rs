@@ -1,5 +1,5 @@
 //! Turning text into vectors: one small trait, providers behind features, and the checks
-//! every vector passes whichever provider produced it (BEHAVIOR.md §6.3).
+//! every vector passes whichever provider produced it (docs/behavior.md#vector-checks).
 
 use std::sync::Arc;
 
@@ -11,33 +11,11 @@ pub mod bedrock;
 pub mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
+mod settings;
 mod timed;
 
+pub use settings::{Settings, Variables};
 pub use timed::TimedEmbedder;
-
-/// Which embedder serves this process, as the configuration chose it.
-pub enum Settings {
-    #[cfg(feature = "openai")]
-    OpenAi {
-        base_url: String,
-        api_key: String,
-        model: String,
-        dimension: usize,
-    },
-    /// A sentence-transformers model directory; the width defaults to the model's.
-    #[cfg(feature = "local")]
-    Local {
-        model_dir: std::path::PathBuf,
-        dimension: Option<usize>,
-    },
-    /// Credentials come from the default chain (the pod's role), never from here.
-    #[cfg(feature = "bedrock")]
-    Bedrock {
-        region: String,
-        model: String,
-        dimension: usize,
-    },
-}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EmbedError {
@@ -169,7 +147,7 @@ impl Embedder for FixedIndex {
     }
 }
 
-/// The checks of BEHAVIOR.md §6.3, in order, on whatever the service sent as the vector.
+/// The checks of docs/behavior.md#vector-checks, in order, on whatever the service sent as the vector.
 pub fn check_vector(
     raw: Option<&serde_json::Value>,
     model: &str,

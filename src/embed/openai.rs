@@ -1,4 +1,4 @@
-//! Any OpenAI-compatible `/embeddings` endpoint (BEHAVIOR.md §6.2): one POST per text, no
+//! Any OpenAI-compatible `/embeddings` endpoint (docs/behavior.md#openai-compatible): one POST per text, no
 //! `dimensions` parameter, a 10 s timeout and no retries of our own.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The bearer check (BEHAVIOR.md §9.2). Authentication decides whether a caller may use
+//! The bearer check (docs/behavior.md#bearer-auth). Authentication decides whether a caller may use
 //! the server at all; the tenant header decides whose memories it sees.
 
 use axum::http::HeaderValue;

@@ -1,6 +1,6 @@
 //! The HTTP edge: `POST /mcp`, `GET /health`, `GET /metrics`, and the checks that come
 //! before any MCP work — Origin, bearer auth, method, media types and the body limit
-//! (BEHAVIOR.md §9.1, MCP.md §3). The caller's identity is resolved here, once per request.
+//! (docs/behavior.md#http-edge). The caller's identity is resolved here, once per request.
 
 mod auth;
 

@@ -26,7 +26,7 @@ pub mod suite;
 mod timed;
 
 pub use error::StoreError;
-pub use settings::Settings;
+pub use settings::{Settings, Variables};
 pub use timed::TimedStore;
 
 /// The outcome of a write that first looks for a near-verbatim repeat.

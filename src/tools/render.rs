@@ -1,4 +1,4 @@
-//! How memories read in tool answers (BEHAVIOR.md §3.4, "Rendering a memory").
+//! How memories read in tool answers (docs/behavior.md#rendering-a-memory).
 
 use std::fmt::Write;
 

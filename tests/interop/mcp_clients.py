@@ -4,8 +4,8 @@
 Usage: python mcp_clients.py URL MODE      (MODE: legacy | auto)
 
 Each MODE uses its own tenant (`interop-<mode>`), so both modes can run against one
-database, one after the other. The client is used exactly as in MCP.md §7.1; the texts
-asserted are the user-visible ones fixed by BEHAVIOR.md §3 (labels and fragments the
+database, one after the other. The client is used exactly as in docs/behavior.md#interop-and-conformance; the texts
+asserted are the user-visible ones fixed by docs/behavior.md#tools (labels and fragments the
 spec says tests may rely on). Prints one line per passed check; on the first failed
 check prints what was expected and what came back, and exits 1.
 """
@@ -61,7 +61,7 @@ async def connect(url: str, mode: str, headers: dict[str, str]):
 
 
 async def call(c: Checks, client, tool: str, args: dict, *, error: bool = False) -> str:
-    """Call a tool, check the result shape (BEHAVIOR.md §9.4: one text block) and
+    """Call a tool, check the result shape (docs/behavior.md#tool-call-results: one text block) and
     whether it is an error as expected; return the text."""
     res = await client.call_tool(tool, args)
     text = text_of(res)
@@ -156,7 +156,7 @@ async def run(url: str, mode: str, c: Checks) -> None:
             c.ok("project memory_stats: still '1 memory for this project (project: 1)'",
                  "1 memory for this project (project: 1)" in t, t)
 
-            # DESIGN.md §5 Q13: forget applies visibility.
+            # docs/behavior.md#forget: forget applies visibility.
             t = await call(c, a, "forget", {"id": note_id})
             c.ok("project forget of a conversation note: 'No memory with id'",
                  "No memory with id" in t, t)
@@ -173,7 +173,7 @@ async def run(url: str, mode: str, c: Checks) -> None:
 
     # --- C: no tenant header at all -------------------------------------------------------
     async with connect(url, mode, {}) as anon:
-        # BEHAVIOR.md §2/§9.3: the handshake and the listing need no tenant.
+        # docs/behavior.md#identity-refusals: the handshake and the listing need no tenant.
         await handshake(c, anon, mode, "client without tenant")
         t = await call(c, anon, "recall", {"query": "anything"}, error=True)
         c.ok("recall without tenant: 'x-memory-tenant header is required'",

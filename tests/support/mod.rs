@@ -1,5 +1,5 @@
 //! Test support: an OpenAI-compatible embeddings stub serving the deterministic embedder
-//! of BEHAVIOR.md §15.1, the real router on 127.0.0.1:0, and a small MCP client.
+//! of docs/behavior.md#test-embedder, the real router on 127.0.0.1:0, and a small MCP client.
 #![allow(dead_code)] // each test crate uses its own part of this module
 
 #[cfg(feature = "s3")]
@@ -93,7 +93,7 @@ async fn embed(
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    // The request shape of BEHAVIOR.md §6.2: bearer key, model and input, no dimensions.
+    // The request shape of docs/behavior.md#openai-compatible: bearer key, model and input, no dimensions.
     assert_eq!(headers["authorization"], "Bearer test-key");
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
     assert!(body["model"].is_string());

@@ -1,4 +1,4 @@
-//! The recency index in the state bucket (BEHAVIOR.md §7.2): one empty object per memory
+//! The recency index in the state bucket (docs/behavior.md#recency-index): one empty object per memory
 //! whose key sorts newest first under the tenant's prefix and carries everything listing
 //! and counting need (id, type, and for a conversation's note a digest of the
 //! conversation), so neither has to read a memory.

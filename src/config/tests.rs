@@ -1,0 +1,317 @@
+//! The configuration as an operator gives it: defaults, refusals by name, and what is
+//! ignored with a warning.
+
+use super::*;
+use crate::{embed, store};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+fn load(pairs: &[(&str, &str)]) -> Result<Config, String> {
+    let vars: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_vars(|name| vars.get(name).cloned())
+}
+
+const BASE: [(&str, &str); 4] = [
+    ("DATABASE_URL", "sqlite:/tmp/m.db"),
+    ("EMBEDDING_PROVIDER", "openai"),
+    ("EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1/"),
+    ("EMBEDDING_API_KEY", "k"),
+];
+
+fn with(extra: &[(&'static str, &'static str)]) -> Result<Config, String> {
+    let mut pairs: Vec<(&str, &str)> = BASE.to_vec();
+    pairs.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+    pairs.extend_from_slice(extra);
+    load(&pairs)
+}
+
+#[test]
+// Without the postgres feature the store pattern below cannot fail.
+#[allow(irrefutable_let_patterns)]
+fn defaults() {
+    let c = with(&[]).unwrap();
+    assert_eq!(c.port, 3000);
+    assert_eq!(c.min_similarity, 0.1);
+    assert_eq!(c.body_limit, 1024 * 1024);
+    assert!(c.api_key.is_none() && c.allowed_origins.is_empty());
+    let embed::Settings::OpenAi {
+        base_url,
+        model,
+        dimension,
+        ..
+    } = c.embedder
+    else {
+        panic!("not the openai embedder");
+    };
+    assert_eq!(base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(
+        (model.as_str(), dimension),
+        ("text-embedding-3-small", 1536)
+    );
+    let store::Settings::Sqlite { path } = c.store else {
+        panic!("not the SQLite store");
+    };
+    assert_eq!(path, PathBuf::from("/tmp/m.db"));
+}
+
+#[test]
+fn port_must_be_in_range() {
+    for bad in ["0", "65536", "-1", "3.0", "abc"] {
+        let err = with(&[("PORT", bad)]).err().unwrap();
+        assert_eq!(
+            err,
+            format!("PORT must be an integer between 1 and 65535, got \"{bad}\"")
+        );
+    }
+    assert_eq!(with(&[("PORT", " 8080 ")]).unwrap().port, 8080);
+}
+
+#[test]
+fn min_similarity_is_in_the_open_closed_unit_interval() {
+    for bad in ["0", "-0.5", "2", "many", "NaN", "inf"] {
+        let err = with(&[("RECALL_MIN_SIMILARITY", bad)]).err().unwrap();
+        assert!(
+            err.starts_with("RECALL_MIN_SIMILARITY must be greater than 0 and at most 1"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        with(&[("RECALL_MIN_SIMILARITY", "1")])
+            .unwrap()
+            .min_similarity,
+        1.0
+    );
+    assert_eq!(
+        with(&[("RECALL_MIN_SIMILARITY", "0.25")])
+            .unwrap()
+            .min_similarity,
+        0.25
+    );
+}
+
+#[test]
+fn storage_refusals_name_the_variables() {
+    let none = load(&BASE[1..]).err().unwrap();
+    assert!(none.starts_with("no storage is configured") && none.contains("DATABASE_URL"));
+    let only_state = load(&[&BASE[1..], &[("STATE_BUCKET", "s")]].concat())
+        .err()
+        .unwrap();
+    assert_eq!(only_state, "VECTOR_BUCKET is required");
+    let only_vector = load(&[&BASE[1..], &[("VECTOR_BUCKET", "v")]].concat())
+        .err()
+        .unwrap();
+    assert_eq!(only_vector, "STATE_BUCKET is required");
+    let pg = with(&[("DATABASE_URL", "postgres://u:hunter2@db/x")]);
+    if cfg!(feature = "postgres") {
+        assert!(pg.is_ok());
+    } else {
+        let pg = pg.err().unwrap();
+        assert!(pg.contains("PostgreSQL") && !pg.contains("hunter2"), "{pg}");
+    }
+    let odd = with(&[("DATABASE_URL", "mysql://u:hunter2@db/x")])
+        .err()
+        .unwrap();
+    assert!(odd.starts_with("DATABASE_URL must start with") && !odd.contains("hunter2"));
+    assert!(
+        with(&[("DATABASE_URL", "sqlite:")])
+            .err()
+            .unwrap()
+            .contains("needs a file path")
+    );
+}
+
+#[test]
+fn embedding_refusals_name_the_variables() {
+    match load(&[BASE[0]]) {
+        #[cfg(feature = "bedrock")]
+        Ok(Config {
+            embedder:
+                embed::Settings::Bedrock {
+                    model,
+                    dimension,
+                    region,
+                },
+            ..
+        }) => assert_eq!(
+            (model.as_str(), dimension, region.as_str()),
+            ("amazon.titan-embed-text-v2:0", 1024, "ap-northeast-2")
+        ),
+        Err(default) => assert!(
+            !cfg!(feature = "bedrock")
+                && default.starts_with("EMBEDDING_PROVIDER defaults to bedrock"),
+            "{default}"
+        ),
+        #[allow(unreachable_patterns)]
+        Ok(_) => panic!("the default provider is bedrock"),
+    }
+    let unknown = with(&[("EMBEDDING_PROVIDER", "cohere")]).err().unwrap();
+    assert!(unknown.starts_with("EMBEDDING_PROVIDER must be"));
+    let no_base = load(&[BASE[0], BASE[1], BASE[3]]).err().unwrap();
+    assert_eq!(no_base, "EMBEDDING_BASE_URL is required");
+    let no_key = load(&[BASE[0], BASE[1], BASE[2]]).err().unwrap();
+    assert_eq!(no_key, "EMBEDDING_API_KEY is required");
+    for bad in [
+        "ftp://x",
+        "http://user:pw@host/v1",
+        "https://h/v1?x=1",
+        "https://h/v1#f",
+        "http://",
+    ] {
+        let err = with(&[("EMBEDDING_BASE_URL", bad)]).err().unwrap();
+        assert!(
+            err.starts_with("EMBEDDING_BASE_URL must be an HTTP(S) base URL"),
+            "{bad}"
+        );
+    }
+    let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
+    assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
+    let local = with(&[("EMBEDDING_PROVIDER", "local")]).err().unwrap();
+    assert!(
+        local.starts_with("EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local"),
+        "{local}"
+    );
+}
+
+#[test]
+fn settings_for_other_backends_are_ignored_with_a_warning() {
+    let c = with(&[
+        ("KNOWLEDGE_BASE_ID", "KB12345678"),
+        ("STATS_FLUSH_MS", "100"),
+        ("VECTOR_BUCKET", "v"),
+    ])
+    .unwrap();
+    let warned = |start: &str| c.warnings.iter().any(|w| w.starts_with(start));
+    assert!(warned(
+        "VECTOR_BUCKET is ignored: DATABASE_URL selects the store"
+    ));
+    assert!(warned(
+        "STATS_FLUSH_MS is ignored: it applies to the S3 store only"
+    ));
+    assert_eq!(c.knowledge_base.is_some(), cfg!(feature = "kb"));
+    assert_eq!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("KNOWLEDGE_BASE_ID is ignored")),
+        !cfg!(feature = "kb")
+    );
+    let err = with(&[("STATS_FLUSH_MS", "soon")]).err().unwrap();
+    assert_eq!(
+        err,
+        "STATS_FLUSH_MS must be a positive integer, got \"soon\""
+    );
+}
+
+#[cfg(feature = "s3")]
+#[test]
+fn the_s3_store_reads_its_buckets_and_counter_settings() {
+    let s3 = [
+        ("VECTOR_BUCKET", "acme-vectors"),
+        ("STATE_BUCKET", "acme-state"),
+        ("EMBEDDING_PROVIDER", "openai"),
+        ("EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("EMBEDDING_API_KEY", "k"),
+    ];
+    let c = load(&s3).unwrap();
+    let store::Settings::S3(settings) = &c.store else {
+        panic!("not the S3 store");
+    };
+    assert_eq!(
+        (
+            settings.vector_index.as_str(),
+            settings.region.as_str(),
+            settings.flush_every.as_millis(),
+            settings.compact_threshold,
+            settings.force_path_style
+        ),
+        ("memories", "ap-northeast-2", 30_000, 20, false)
+    );
+    assert!(c.warnings.is_empty());
+    let tuned = load(
+        &[
+            &s3[..],
+            &[
+                ("STATS_FLUSH_MS", "500"),
+                ("STATS_COMPACT_THRESHOLD", "3"),
+                ("AWS_REGION", "us-east-1"),
+                ("S3_FORCE_PATH_STYLE", "true"),
+            ],
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let store::Settings::S3(settings) = &tuned.store else {
+        panic!("not the S3 store");
+    };
+    assert_eq!(
+        (
+            settings.flush_every.as_millis(),
+            settings.compact_threshold,
+            settings.region.as_str()
+        ),
+        (500, 3, "us-east-1")
+    );
+    assert!(settings.force_path_style);
+    for (name, bad) in [
+        ("VECTOR_BUCKET", "Acme"),
+        ("VECTOR_INDEX", "a_b"),
+        ("STATE_BUCKET", "ab"),
+        ("STATE_BUCKET", "-acme"),
+    ] {
+        let err = load(&[&s3[..], &[(name, bad)]].concat()).err().unwrap();
+        assert!(
+            err.starts_with(&format!("{name} must be 3-63 characters")),
+            "{err}"
+        );
+    }
+    let err = load(&[&s3[..], &[("STATS_COMPACT_THRESHOLD", "0")]].concat())
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        "STATS_COMPACT_THRESHOLD must be a positive integer, got \"0\""
+    );
+    // DATABASE_URL wins over the buckets, which are then reported as ignored.
+    let both = with(&[
+        ("VECTOR_BUCKET", "acme-vectors"),
+        ("STATE_BUCKET", "acme-state"),
+    ])
+    .unwrap();
+    assert!(matches!(both.store, store::Settings::Sqlite { .. }) && both.warnings.len() == 2);
+}
+
+#[cfg(feature = "bedrock")]
+#[test]
+fn titan_v2_offers_three_widths() {
+    let bedrock = [BASE[0], ("EMBEDDING_PROVIDER", "bedrock")];
+    for good in ["256", "512", "1024"] {
+        assert!(load(&[&bedrock[..], &[("EMBEDDING_DIM", good)]].concat()).is_ok());
+    }
+    let err = load(&[&bedrock[..], &[("EMBEDDING_DIM", "768")]].concat())
+        .err()
+        .unwrap();
+    assert!(
+        err.starts_with("EMBEDDING_DIM must be 256, 512 or 1024"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "kb")]
+#[test]
+fn the_knowledge_base_id_is_checked() {
+    assert_eq!(
+        with(&[("KNOWLEDGE_BASE_ID", "KB12345678")])
+            .unwrap()
+            .knowledge_base
+            .unwrap()
+            .id,
+        "KB12345678"
+    );
+    let arn = "arn:aws:bedrock:us-east-1:123456789012:knowledge-base/KB12345678";
+    assert!(with(&[("KNOWLEDGE_BASE_ID", arn)]).is_ok());
+    let err = with(&[("KNOWLEDGE_BASE_ID", "kb1")]).err().unwrap();
+    assert!(err.starts_with("KNOWLEDGE_BASE_ID must be"), "{err}");
+    assert!(with(&[]).unwrap().knowledge_base.is_none());
+}

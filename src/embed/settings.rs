@@ -1,0 +1,155 @@
+//! Which embedder serves this process: the embedder's own variables, and the rules that
+//! pick one provider from them. Every variable is declared in every build, so `--help`
+//! lists it and a build without its provider refuses it by name.
+
+use crate::variables::{positive, text};
+
+/// The embedder's variables as given, each validated on its own.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[group(id = "embedder")]
+pub struct Variables {
+    /// bedrock, openai or local [default: bedrock]
+    #[arg(long, env = "EMBEDDING_PROVIDER", value_parser = text)]
+    pub embedding_provider: Option<String>,
+    /// model id (bedrock, openai), or the model directory (local) [default:
+    /// amazon.titan-embed-text-v2:0 / text-embedding-3-small]
+    #[arg(long, env = "EMBEDDING_MODEL", value_parser = text)]
+    pub embedding_model: Option<String>,
+    /// vector width [default: 1024 bedrock, 1536 openai, the model's own local]
+    #[arg(long, env = "EMBEDDING_DIM", value_parser = positive("EMBEDDING_DIM"))]
+    pub embedding_dim: Option<usize>,
+    /// OpenAI-compatible endpoint (openai) [default: unset]
+    #[arg(long, env = "EMBEDDING_BASE_URL", value_parser = text)]
+    pub embedding_base_url: Option<String>,
+    /// its API key (openai) [default: unset]
+    #[arg(long, env = "EMBEDDING_API_KEY", value_parser = text, hide_env_values = true)]
+    pub embedding_api_key: Option<String>,
+}
+
+/// The embedder chosen.
+pub enum Settings {
+    #[cfg(feature = "openai")]
+    OpenAi {
+        base_url: String,
+        api_key: String,
+        model: String,
+        dimension: usize,
+    },
+    /// A sentence-transformers model directory; the width defaults to the model's.
+    #[cfg(feature = "local")]
+    Local {
+        model_dir: std::path::PathBuf,
+        dimension: Option<usize>,
+    },
+    /// Credentials come from the default chain (the pod's role), never from here.
+    #[cfg(feature = "bedrock")]
+    Bedrock {
+        region: String,
+        model: String,
+        dimension: usize,
+    },
+}
+
+impl Variables {
+    /// The embedder these variables choose; `region` is the one AWS region of the process.
+    pub fn resolve(self, region: &str) -> Result<Settings, String> {
+        let provider = self.embedding_provider.clone();
+        match provider.as_deref().unwrap_or("bedrock") {
+            "bedrock" => self.bedrock(region, provider.is_none()),
+            "local" => self.local(),
+            "openai" => self.openai(),
+            other => Err(format!(
+                "EMBEDDING_PROVIDER must be \"bedrock\", \"openai\" or \"local\", got \"{other}\""
+            )),
+        }
+    }
+
+    #[cfg(feature = "bedrock")]
+    fn bedrock(self, region: &str, _defaulted: bool) -> Result<Settings, String> {
+        let model = (self.embedding_model).unwrap_or_else(|| "amazon.titan-embed-text-v2:0".into());
+        let dimension = self.embedding_dim.unwrap_or(1024);
+        // Titan v2 is asked for its width explicitly and offers only these three.
+        if model.starts_with("amazon.titan-embed-text-v2") && ![256, 512, 1024].contains(&dimension)
+        {
+            return Err(format!(
+                "EMBEDDING_DIM must be 256, 512 or 1024 for {model}, got \"{dimension}\""
+            ));
+        }
+        Ok(Settings::Bedrock {
+            region: region.to_owned(),
+            model,
+            dimension,
+        })
+    }
+
+    #[cfg(not(feature = "bedrock"))]
+    fn bedrock(self, _: &str, defaulted: bool) -> Result<Settings, String> {
+        Err(if defaulted {
+            "EMBEDDING_PROVIDER defaults to bedrock, which this build does not include; set it \
+             to openai or local"
+                .into()
+        } else {
+            crate::variables::unavailable("EMBEDDING_PROVIDER=bedrock", "bedrock")
+        })
+    }
+
+    #[cfg(feature = "openai")]
+    fn openai(self) -> Result<Settings, String> {
+        let base_url = (self.embedding_base_url).ok_or("EMBEDDING_BASE_URL is required")?;
+        if !is_plain_http_base(&base_url) {
+            return Err(
+                "EMBEDDING_BASE_URL must be an HTTP(S) base URL without credentials, query or \
+                 fragment"
+                    .into(),
+            );
+        }
+        let api_key = (self.embedding_api_key).ok_or("EMBEDDING_API_KEY is required")?;
+        Ok(Settings::OpenAi {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            model: (self.embedding_model).unwrap_or_else(|| "text-embedding-3-small".into()),
+            dimension: self.embedding_dim.unwrap_or(1536),
+        })
+    }
+
+    #[cfg(not(feature = "openai"))]
+    fn openai(self) -> Result<Settings, String> {
+        Err(crate::variables::unavailable(
+            "EMBEDDING_PROVIDER=openai",
+            "openai",
+        ))
+    }
+
+    #[cfg(feature = "local")]
+    fn local(self) -> Result<Settings, String> {
+        let model_dir = self.embedding_model.ok_or(
+            "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local: the path of a \
+             sentence-transformers model directory (`make model` puts all-MiniLM-L6-v2 in \
+             .models/all-MiniLM-L6-v2)",
+        )?;
+        Ok(Settings::Local {
+            model_dir: model_dir.into(),
+            dimension: self.embedding_dim,
+        })
+    }
+
+    #[cfg(not(feature = "local"))]
+    fn local(self) -> Result<Settings, String> {
+        Err(crate::variables::unavailable(
+            "EMBEDDING_PROVIDER=local",
+            "local",
+        ))
+    }
+}
+
+#[cfg(feature = "openai")]
+fn is_plain_http_base(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    !authority.is_empty() && !authority.contains('@') && !url.contains(['?', '#'])
+}
