@@ -1,10 +1,10 @@
-//! Structured events, one JSON object per line (docs/behavior.md#logging): `info` to stdout,
-//! `error` to stderr. The context fields are a closed set so that memory content, queries,
-//! tags and conversation ids cannot be logged by accident.
+//! Structured events, one JSON object per line (docs/behavior.md#logging), written by
+//! tracing's JSON formatter: `info` to stdout, `error` to stderr. The context fields are a
+//! closed set (`Fields`), and these two functions are the only way the server logs, so
+//! memory content, queries, tags and conversation ids cannot be logged by accident.
 
-use std::io::Write;
-
-use serde_json::{Map, Value, json};
+use tracing::Level;
+use tracing_subscriber::fmt::writer::MakeWriterExt;
 
 /// The only context a log line may carry.
 #[derive(Debug, Default, Clone)]
@@ -16,46 +16,48 @@ pub struct Fields<'a> {
     pub in_conversation: Option<bool>,
 }
 
-impl Fields<'_> {
-    fn write_into(&self, line: &mut Map<String, Value>) {
-        if let Some(v) = self.tenant {
-            line.insert("tenant".into(), json!(v));
-        }
-        if let Some(v) = self.tool {
-            line.insert("tool".into(), json!(v));
-        }
-        if let Some(v) = self.ms {
-            line.insert("ms".into(), json!(v));
-        }
-        if let Some(v) = self.ok {
-            line.insert("ok".into(), json!(v));
-        }
-        if let Some(v) = self.in_conversation {
-            line.insert("inConversation".into(), json!(v));
-        }
-    }
+/// Sends this process's events to stdout and stderr as JSON lines; once, at start. A line
+/// that cannot be written (a closed stdout) is lost, and the server goes on.
+pub fn init() {
+    let writer = std::io::stderr
+        .with_max_level(Level::ERROR)
+        .or_else(std::io::stdout);
+    // The line names its level itself, lowercase, as operators' queries have always read it.
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .without_time()
+        .with_target(false)
+        .with_level(false)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_writer(writer)
+        .try_init();
 }
 
 pub fn info(event: &str, fields: &Fields) {
-    let mut line = Map::new();
-    line.insert("level".into(), json!("info"));
-    line.insert("event".into(), json!(event));
-    fields.write_into(&mut line);
-    emit(&mut std::io::stdout().lock(), line);
+    tracing::info!(
+        level = "info",
+        event,
+        tenant = fields.tenant,
+        tool = fields.tool,
+        ms = fields.ms.map(|ms| ms as u64),
+        ok = fields.ok,
+        inConversation = fields.in_conversation,
+    );
 }
 
 /// `message` must not carry user data; callers pass error messages of dependencies, which
 /// describe the failure (status codes, endpoints), never the request's content.
 pub fn error(event: &str, message: &str, fields: &Fields) {
-    let mut line = Map::new();
-    line.insert("level".into(), json!("error"));
-    line.insert("event".into(), json!(event));
-    line.insert("message".into(), json!(message));
-    fields.write_into(&mut line);
-    emit(&mut std::io::stderr().lock(), line);
-}
-
-fn emit(out: &mut impl Write, line: Map<String, Value>) {
-    // A closed stdout must not take the server down; the line is simply lost.
-    let _ = writeln!(out, "{}", Value::Object(line));
+    tracing::error!(
+        level = "error",
+        event,
+        tenant = fields.tenant,
+        tool = fields.tool,
+        ms = fields.ms.map(|ms| ms as u64),
+        ok = fields.ok,
+        inConversation = fields.in_conversation,
+        "{message}"
+    );
 }

@@ -9,6 +9,7 @@ use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, http, log, shutdown};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    log::init();
     let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(code) => return code,

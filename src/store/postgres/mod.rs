@@ -99,12 +99,6 @@ fn failed(e: sqlx::Error) -> StoreError {
     }
 }
 
-/// pgvector's text form, `[1,-0.5,2e-7]`; Display of f32 round-trips exactly.
-fn vector_literal(v: &[f32]) -> String {
-    let parts: Vec<String> = v.iter().map(f32::to_string).collect();
-    format!("[{}]", parts.join(","))
-}
-
 /// A write under way (`begin_write`); this process's next write to the tenant waits until
 /// it is dropped.
 struct Write {
@@ -396,7 +390,7 @@ impl MemoryStore for PostgresStore {
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
              scope, conversation, trust_base, embedding, terms) VALUES ($1, $2, $3, $4, $5, $6, \
-             to_timestamp($7::double precision / 1000), $8, $9, 1, $10::vector, $11)",
+             to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11)",
         )
         .bind(tenant.as_str())
         .bind(&memory.id)
@@ -407,7 +401,7 @@ impl MemoryStore for PostgresStore {
         .bind(memory.created_at as f64)
         .bind(memory.scope.as_str())
         .bind(memory.conversation.as_ref().map(Conversation::as_str))
-        .bind(vector_literal(embedding))
+        .bind(pgvector::Vector::from(embedding.to_vec()))
         .bind(&terms)
         .execute(&mut *write.tx)
         .await

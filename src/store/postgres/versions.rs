@@ -12,6 +12,7 @@
 
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
+use pgvector::Vector;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{PgExecutor, Row};
 
@@ -86,16 +87,16 @@ pub(super) async fn lock_version<'e>(
 }
 
 /// Builds the tenant's index from its rows. Rows are indexed as they stream in, never all
-/// held at once. Vectors travel in pgvector's binary form (`vector_send`: 4 header bytes,
-/// then big-endian float4s); terms are in the row, and a row an older release wrote
-/// without them is indexed from its content.
+/// held at once. Vectors travel in pgvector's binary form (the `pgvector` crate's codec);
+/// terms are in the row, and a row an older release wrote without them is indexed from
+/// its content.
 pub(super) async fn load<'e>(
     executor: impl PgExecutor<'e>,
     tenant: &str,
     width: usize,
 ) -> Result<SearchIndex, sqlx::Error> {
     let mut rows = sqlx::query(
-        "SELECT id, scope, conversation, vector_send(embedding) AS vector, terms, \
+        "SELECT id, scope, conversation, embedding, terms, \
          CASE WHEN terms IS NULL THEN content END AS content \
          FROM memories WHERE tenant_id = $1",
     )
@@ -117,20 +118,14 @@ fn add(index: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
         ),
     };
     let scope: String = row.try_get("scope")?;
-    let sent: &[u8] = row.try_get("vector")?;
-    let vector: Vec<f32> = sent
-        .get(4..)
-        .unwrap_or_default()
-        .chunks_exact(4)
-        .map(|b| f32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let vector: Vector = row.try_get("embedding")?;
     index.push(
         Entry {
             id: row.try_get("id")?,
             scope: Scope::parse(&scope).unwrap_or(Scope::Project),
             conversation: row.try_get("conversation")?,
         },
-        &vector,
+        vector.as_slice(),
         &terms,
     );
     Ok(())
