@@ -38,20 +38,41 @@ pub struct Variables {
     #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_parser = text)]
     pub mcp_allowed_origins: Option<String>,
     /// largest request body accepted, in bytes
-    #[arg(long, env = "MCP_BODY_LIMIT_BYTES", value_parser = positive("MCP_BODY_LIMIT_BYTES"), default_value = "1048576")]
+    #[arg(
+        long,
+        env = "MCP_BODY_LIMIT_BYTES",
+        value_parser = positive("MCP_BODY_LIMIT_BYTES"),
+        default_value = "1048576"
+    )]
     pub mcp_body_limit_bytes: usize,
     /// region of S3, Bedrock and the knowledge base
     #[arg(long, env = "AWS_REGION", value_parser = text, default_value = "ap-northeast-2")]
     pub aws_region: String,
     /// similarity floor of recall, in (0, 1]
-    #[arg(long, env = "RECALL_MIN_SIMILARITY", value_parser = min_similarity, default_value = "0.1")]
+    #[arg(
+        long,
+        env = "RECALL_MIN_SIMILARITY",
+        value_parser = min_similarity,
+        default_value = "0.1"
+    )]
     pub recall_min_similarity: f64,
     /// weight of words against meaning in recall, 0-1 (0 = meaning only); chosen on the
     /// LoCoMo benchmark (BENCHMARKS.md)
-    #[arg(long, env = "RECALL_KEYWORD_WEIGHT", value_parser = keyword_weight, default_value = "0.5")]
+    #[arg(
+        long,
+        env = "RECALL_KEYWORD_WEIGHT",
+        value_parser = keyword_weight,
+        default_value = "0.5"
+    )]
     pub recall_keyword_weight: f64,
     /// label tool-call metrics with the tenant
-    #[arg(long, env = "METRICS_TENANT_LABEL", action = clap::ArgAction::Set, value_parser = flag("METRICS_TENANT_LABEL"), default_value = "false")]
+    #[arg(
+        long,
+        env = "METRICS_TENANT_LABEL",
+        action = clap::ArgAction::Set,
+        value_parser = flag("METRICS_TENANT_LABEL"),
+        default_value = "false"
+    )]
     pub metrics_tenant_label: bool,
     #[command(flatten, next_help_heading = "Store")]
     pub store: store::Variables,

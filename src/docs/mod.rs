@@ -37,43 +37,45 @@ pub struct Variables {
 }
 
 impl Variables {
-    /// The knowledge base to offer `search_docs` over, if one is set and this build can.
-    #[cfg(feature = "kb")]
-    pub fn resolve(
-        self,
-        region: &str,
-        _: &mut Vec<String>,
-    ) -> Result<Option<KnowledgeBase>, String> {
-        let Some(id) = self.knowledge_base_id else {
-            return Ok(None);
-        };
-        let is_id = id.len() == 10 && id.chars().all(|c| c.is_ascii_alphanumeric());
-        if !is_id && !id.starts_with("arn:") {
-            return Err(format!(
-                "KNOWLEDGE_BASE_ID must be a knowledge base id (10 letters or digits) or its \
-                 ARN, got \"{id}\""
-            ));
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "kb")] {
+            /// The knowledge base to offer `search_docs` over, if one is set and this build can.
+            pub fn resolve(
+                self,
+                region: &str,
+                _: &mut Vec<String>,
+            ) -> Result<Option<KnowledgeBase>, String> {
+                let Some(id) = self.knowledge_base_id else {
+                    return Ok(None);
+                };
+                let is_id = id.len() == 10 && id.chars().all(|c| c.is_ascii_alphanumeric());
+                if !is_id && !id.starts_with("arn:") {
+                    return Err(format!(
+                        "KNOWLEDGE_BASE_ID must be a knowledge base id (10 letters or digits) \
+                         or its ARN, got \"{id}\""
+                    ));
+                }
+                Ok(Some(KnowledgeBase {
+                    id,
+                    region: region.to_owned(),
+                }))
+            }
+        } else {
+            pub fn resolve(
+                self,
+                _: &str,
+                warnings: &mut Vec<String>,
+            ) -> Result<Option<KnowledgeBase>, String> {
+                if self.knowledge_base_id.is_some() {
+                    warnings.push(
+                        "KNOWLEDGE_BASE_ID is ignored: search_docs is not available in this \
+                         build (build with --features kb)"
+                            .into(),
+                    );
+                }
+                Ok(None)
+            }
         }
-        Ok(Some(KnowledgeBase {
-            id,
-            region: region.to_owned(),
-        }))
-    }
-
-    #[cfg(not(feature = "kb"))]
-    pub fn resolve(
-        self,
-        _: &str,
-        warnings: &mut Vec<String>,
-    ) -> Result<Option<KnowledgeBase>, String> {
-        if self.knowledge_base_id.is_some() {
-            warnings.push(
-                "KNOWLEDGE_BASE_ID is ignored: search_docs is not available in this build \
-                 (build with --features kb)"
-                    .into(),
-            );
-        }
-        Ok(None)
     }
 }
 
@@ -88,15 +90,17 @@ pub trait Library: Send + Sync {
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<Excerpt>, DocsError>;
 }
 
-/// The configured library, if this build has one; no client is created until the first
-/// search, so a memories-only process never loads it.
-#[cfg(feature = "kb")]
-pub fn open(knowledge_base: &KnowledgeBase) -> Option<Arc<dyn Library>> {
-    Some(Arc::new(bedrock::KnowledgeBaseLibrary::new(knowledge_base)))
-}
-
-/// Configuration never names a knowledge base in a build without `kb`.
-#[cfg(not(feature = "kb"))]
-pub fn open(_: &KnowledgeBase) -> Option<Arc<dyn Library>> {
-    None
+cfg_if::cfg_if! {
+    if #[cfg(feature = "kb")] {
+        /// The configured library, if this build has one; no client is created until the first
+        /// search, so a memories-only process never loads it.
+        pub fn open(knowledge_base: &KnowledgeBase) -> Option<Arc<dyn Library>> {
+            Some(Arc::new(bedrock::KnowledgeBaseLibrary::new(knowledge_base)))
+        }
+    } else {
+        /// Configuration never names a knowledge base in a build without `kb`.
+        pub fn open(_: &KnowledgeBase) -> Option<Arc<dyn Library>> {
+            None
+        }
+    }
 }

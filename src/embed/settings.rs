@@ -64,81 +64,89 @@ impl Variables {
         }
     }
 
-    #[cfg(feature = "bedrock")]
-    fn bedrock(self, region: &str, _defaulted: bool) -> Result<Settings, String> {
-        let model = (self.embedding_model).unwrap_or_else(|| "amazon.titan-embed-text-v2:0".into());
-        let dimension = self.embedding_dim.unwrap_or(1024);
-        // Titan v2 is asked for its width explicitly and offers only these three.
-        if model.starts_with("amazon.titan-embed-text-v2") && ![256, 512, 1024].contains(&dimension)
-        {
-            return Err(format!(
-                "EMBEDDING_DIM must be 256, 512 or 1024 for {model}, got \"{dimension}\""
-            ));
-        }
-        Ok(Settings::Bedrock {
-            region: region.to_owned(),
-            model,
-            dimension,
-        })
-    }
-
-    #[cfg(not(feature = "bedrock"))]
-    fn bedrock(self, _: &str, defaulted: bool) -> Result<Settings, String> {
-        Err(if defaulted {
-            "EMBEDDING_PROVIDER defaults to bedrock, which this build does not include; set it \
-             to openai or local"
-                .into()
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "bedrock")] {
+            fn bedrock(self, region: &str, _defaulted: bool) -> Result<Settings, String> {
+                let model = (self.embedding_model)
+                    .unwrap_or_else(|| "amazon.titan-embed-text-v2:0".into());
+                let dimension = self.embedding_dim.unwrap_or(1024);
+                // Titan v2 is asked for its width explicitly and offers only these three.
+                let titan_v2 = model.starts_with("amazon.titan-embed-text-v2");
+                if titan_v2 && ![256, 512, 1024].contains(&dimension) {
+                    return Err(format!(
+                        "EMBEDDING_DIM must be 256, 512 or 1024 for {model}, got \"{dimension}\""
+                    ));
+                }
+                Ok(Settings::Bedrock {
+                    region: region.to_owned(),
+                    model,
+                    dimension,
+                })
+            }
         } else {
-            crate::variables::unavailable("EMBEDDING_PROVIDER=bedrock", "bedrock")
-        })
-    }
-
-    #[cfg(feature = "openai")]
-    fn openai(self) -> Result<Settings, String> {
-        let base_url = (self.embedding_base_url).ok_or("EMBEDDING_BASE_URL is required")?;
-        if !is_plain_http_base(&base_url) {
-            return Err(
-                "EMBEDDING_BASE_URL must be an HTTP(S) base URL without credentials, query or \
-                 fragment"
-                    .into(),
-            );
+            fn bedrock(self, _: &str, defaulted: bool) -> Result<Settings, String> {
+                Err(if defaulted {
+                    "EMBEDDING_PROVIDER defaults to bedrock, which this build does not include; \
+                     set it to openai or local"
+                        .into()
+                } else {
+                    crate::variables::unavailable("EMBEDDING_PROVIDER=bedrock", "bedrock")
+                })
+            }
         }
-        let api_key = (self.embedding_api_key).ok_or("EMBEDDING_API_KEY is required")?;
-        Ok(Settings::OpenAi {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            model: (self.embedding_model).unwrap_or_else(|| "text-embedding-3-small".into()),
-            dimension: self.embedding_dim.unwrap_or(1536),
-        })
     }
 
-    #[cfg(not(feature = "openai"))]
-    fn openai(self) -> Result<Settings, String> {
-        Err(crate::variables::unavailable(
-            "EMBEDDING_PROVIDER=openai",
-            "openai",
-        ))
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "openai")] {
+            fn openai(self) -> Result<Settings, String> {
+                let base_url = (self.embedding_base_url).ok_or("EMBEDDING_BASE_URL is required")?;
+                if !is_plain_http_base(&base_url) {
+                    return Err(
+                        "EMBEDDING_BASE_URL must be an HTTP(S) base URL without credentials, \
+                         query or fragment"
+                            .into(),
+                    );
+                }
+                let api_key = (self.embedding_api_key).ok_or("EMBEDDING_API_KEY is required")?;
+                Ok(Settings::OpenAi {
+                    base_url: base_url.trim_end_matches('/').to_owned(),
+                    api_key,
+                    model: (self.embedding_model)
+                        .unwrap_or_else(|| "text-embedding-3-small".into()),
+                    dimension: self.embedding_dim.unwrap_or(1536),
+                })
+            }
+        } else {
+            fn openai(self) -> Result<Settings, String> {
+                Err(crate::variables::unavailable(
+                    "EMBEDDING_PROVIDER=openai",
+                    "openai",
+                ))
+            }
+        }
     }
 
-    #[cfg(feature = "local")]
-    fn local(self) -> Result<Settings, String> {
-        let model_dir = self.embedding_model.ok_or(
-            "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local: the path of a \
-             sentence-transformers model directory (`make model` puts all-MiniLM-L6-v2 in \
-             .models/all-MiniLM-L6-v2)",
-        )?;
-        Ok(Settings::Local {
-            model_dir: model_dir.into(),
-            dimension: self.embedding_dim,
-        })
-    }
-
-    #[cfg(not(feature = "local"))]
-    fn local(self) -> Result<Settings, String> {
-        Err(crate::variables::unavailable(
-            "EMBEDDING_PROVIDER=local",
-            "local",
-        ))
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "local")] {
+            fn local(self) -> Result<Settings, String> {
+                let model_dir = self.embedding_model.ok_or(
+                    "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local: the path of a \
+                     sentence-transformers model directory (`make model` puts all-MiniLM-L6-v2 in \
+                     .models/all-MiniLM-L6-v2)",
+                )?;
+                Ok(Settings::Local {
+                    model_dir: model_dir.into(),
+                    dimension: self.embedding_dim,
+                })
+            }
+        } else {
+            fn local(self) -> Result<Settings, String> {
+                Err(crate::variables::unavailable(
+                    "EMBEDDING_PROVIDER=local",
+                    "local",
+                ))
+            }
+        }
     }
 }
 

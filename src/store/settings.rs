@@ -15,10 +15,20 @@ pub struct Variables {
     #[arg(long, env = "DATABASE_URL", value_parser = text, hide_env_values = true)]
     pub database_url: Option<String>,
     /// PostgreSQL connections per process
-    #[arg(long, env = "DATABASE_POOL_SIZE", value_parser = positive("DATABASE_POOL_SIZE"), default_value = "10")]
+    #[arg(
+        long,
+        env = "DATABASE_POOL_SIZE",
+        value_parser = positive("DATABASE_POOL_SIZE"),
+        default_value = "10"
+    )]
     pub database_pool_size: usize,
     /// PostgreSQL statement timeout, in milliseconds
-    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS", value_parser = positive("DATABASE_STATEMENT_TIMEOUT_MS"), default_value = "10000")]
+    #[arg(
+        long,
+        env = "DATABASE_STATEMENT_TIMEOUT_MS",
+        value_parser = positive("DATABASE_STATEMENT_TIMEOUT_MS"),
+        default_value = "10000"
+    )]
     pub database_statement_timeout_ms: usize,
     /// S3 Vectors bucket (S3 store) [default: unset]
     #[arg(long, env = "VECTOR_BUCKET", value_parser = text)]
@@ -33,10 +43,20 @@ pub struct Variables {
     #[arg(long, env = "STATS_FLUSH_MS", value_parser = positive("STATS_FLUSH_MS"))]
     pub stats_flush_ms: Option<usize>,
     /// counter shards that trigger compaction (S3 store) [default: 20]
-    #[arg(long, env = "STATS_COMPACT_THRESHOLD", value_parser = positive("STATS_COMPACT_THRESHOLD"))]
+    #[arg(
+        long,
+        env = "STATS_COMPACT_THRESHOLD",
+        value_parser = positive("STATS_COMPACT_THRESHOLD")
+    )]
     pub stats_compact_threshold: Option<usize>,
     /// path-style S3 addressing, for emulators
-    #[arg(long, env = "S3_FORCE_PATH_STYLE", action = clap::ArgAction::Set, value_parser = flag("S3_FORCE_PATH_STYLE"), default_value = "false")]
+    #[arg(
+        long,
+        env = "S3_FORCE_PATH_STYLE",
+        action = clap::ArgAction::Set,
+        value_parser = flag("S3_FORCE_PATH_STYLE"),
+        default_value = "false"
+    )]
     pub s3_force_path_style: bool,
 }
 
@@ -127,69 +147,73 @@ impl Variables {
         ))
     }
 
-    #[cfg(feature = "postgres")]
-    fn postgres(self, url: String) -> Result<Settings, String> {
-        let max_connections = u32::try_from(self.database_pool_size).map_err(|_| {
-            format!(
-                "DATABASE_POOL_SIZE is too large, got \"{}\"",
-                self.database_pool_size
-            )
-        })?;
-        Ok(Settings::Postgres {
-            url,
-            pool: super::postgres::PoolSettings {
-                max_connections,
-                statement_timeout_ms: self.database_statement_timeout_ms as u64,
-            },
-        })
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    fn postgres(self, _: String) -> Result<Settings, String> {
-        Err(crate::variables::unavailable(
-            "DATABASE_URL selects PostgreSQL",
-            "postgres",
-        ))
-    }
-
-    #[cfg(feature = "s3")]
-    fn s3(
-        self,
-        region: &str,
-        vector_bucket: String,
-        state_bucket: String,
-    ) -> Result<Settings, String> {
-        for (name, value) in [
-            ("VECTOR_BUCKET", &vector_bucket),
-            ("VECTOR_INDEX", &self.vector_index),
-            ("STATE_BUCKET", &state_bucket),
-        ] {
-            if !is_bucket_name(value) {
-                return Err(format!(
-                    "{name} must be 3-63 characters of lowercase letters, digits, '.' and '-', \
-                     starting and ending with a letter or digit, got \"{value}\""
-                ));
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "postgres")] {
+            fn postgres(self, url: String) -> Result<Settings, String> {
+                let max_connections = u32::try_from(self.database_pool_size).map_err(|_| {
+                    format!(
+                        "DATABASE_POOL_SIZE is too large, got \"{}\"",
+                        self.database_pool_size
+                    )
+                })?;
+                Ok(Settings::Postgres {
+                    url,
+                    pool: super::postgres::PoolSettings {
+                        max_connections,
+                        statement_timeout_ms: self.database_statement_timeout_ms as u64,
+                    },
+                })
+            }
+        } else {
+            fn postgres(self, _: String) -> Result<Settings, String> {
+                Err(crate::variables::unavailable(
+                    "DATABASE_URL selects PostgreSQL",
+                    "postgres",
+                ))
             }
         }
-        Ok(Settings::S3(super::s3::S3Settings {
-            vector_bucket,
-            vector_index: self.vector_index,
-            state_bucket,
-            region: region.to_owned(),
-            force_path_style: self.s3_force_path_style,
-            flush_every: std::time::Duration::from_millis(
-                self.stats_flush_ms.unwrap_or(30_000) as u64
-            ),
-            compact_threshold: self.stats_compact_threshold.unwrap_or(20),
-        }))
     }
 
-    #[cfg(not(feature = "s3"))]
-    fn s3(self, _: &str, _: String, _: String) -> Result<Settings, String> {
-        Err(crate::variables::unavailable(
-            "VECTOR_BUCKET and STATE_BUCKET select the S3 store",
-            "s3",
-        ))
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "s3")] {
+            fn s3(
+                self,
+                region: &str,
+                vector_bucket: String,
+                state_bucket: String,
+            ) -> Result<Settings, String> {
+                for (name, value) in [
+                    ("VECTOR_BUCKET", &vector_bucket),
+                    ("VECTOR_INDEX", &self.vector_index),
+                    ("STATE_BUCKET", &state_bucket),
+                ] {
+                    if !is_bucket_name(value) {
+                        return Err(format!(
+                            "{name} must be 3-63 characters of lowercase letters, digits, '.' \
+                             and '-', starting and ending with a letter or digit, got \"{value}\""
+                        ));
+                    }
+                }
+                Ok(Settings::S3(super::s3::S3Settings {
+                    vector_bucket,
+                    vector_index: self.vector_index,
+                    state_bucket,
+                    region: region.to_owned(),
+                    force_path_style: self.s3_force_path_style,
+                    flush_every: std::time::Duration::from_millis(
+                        self.stats_flush_ms.unwrap_or(30_000) as u64
+                    ),
+                    compact_threshold: self.stats_compact_threshold.unwrap_or(20),
+                }))
+            }
+        } else {
+            fn s3(self, _: &str, _: String, _: String) -> Result<Settings, String> {
+                Err(crate::variables::unavailable(
+                    "VECTOR_BUCKET and STATE_BUCKET select the S3 store",
+                    "s3",
+                ))
+            }
+        }
     }
 }
 

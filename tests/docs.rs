@@ -1,0 +1,92 @@
+//! The project's own documentation is what the code cites: every `docs/<file>.md#<anchor>`
+//! in the repository names a heading that exists, and nothing cites a file the repository
+//! does not hold.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// GitHub's anchor for a heading: lowercase, punctuation dropped, spaces as hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(doc: &Path) -> HashSet<String> {
+    let text = std::fs::read_to_string(doc).unwrap_or_default();
+    (text.lines())
+        .filter_map(|l| l.strip_prefix('#').map(|h| h.trim_start_matches('#')))
+        .map(anchor)
+        .collect()
+}
+
+/// The files a reader follows citations from: code, scripts, the README and the benchmarks.
+fn cited_from(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !name.starts_with('.')
+                && !["target", "docs", "fixtures", "results"].contains(&name.as_str())
+            {
+                cited_from(&path, found);
+            }
+        } else if [".rs", ".py", ".sh", ".md", ".toml", ".yaml", ".yml"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+            || name == "Makefile"
+            || name == "Dockerfile"
+        {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_citation_names_a_heading_of_the_projects_docs() {
+    let root = Path::new(ROOT);
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "bench", "scripts", "docker", ".ci"] {
+        cited_from(&root.join(dir), &mut files);
+    }
+    files.extend(["README.md", "BENCHMARKS.md", "Makefile", "Cargo.toml"].map(|f| root.join(f)));
+    let citation = regex::Regex::new(r"docs/([a-z_]+)\.md#([A-Za-z0-9_-]+)").unwrap();
+    let outside = regex::Regex::new(r"\b(BEHAVIOR|DESIGN|MCP|AWS)\.md").unwrap();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(root).unwrap().display();
+        assert!(
+            !outside.is_match(&text),
+            "{shown} cites a file that is not in this repository"
+        );
+        for cited in citation.captures_iter(&text) {
+            let doc = root.join("docs").join(format!("{}.md", &cited[1]));
+            assert!(
+                anchors(&doc).contains(&cited[2]),
+                "{shown}: docs/{}.md has no heading #{}",
+                &cited[1],
+                &cited[2]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} citations found");
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    assert_eq!(anchor("Recall by words"), "recall-by-words");
+    assert_eq!(anchor("2026-07-28 era"), "2026-07-28-era");
+    assert_eq!(anchor("`search_docs`"), "search_docs");
+    assert_eq!(
+        anchor("What every store guarantees"),
+        "what-every-store-guarantees"
+    );
+}
