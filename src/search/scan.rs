@@ -1,12 +1,11 @@
 //! The exact scan's inner loop, in integers: each stored vector is kept a second time as
 //! 8-bit integers with one scale, and the query as 16-bit integers with one scale. A scan
 //! reads little but the stored vectors, so a quarter of f32's bytes is most of its speed,
-//! and integer multiply-adds do 16 or 32 products an instruction (at 10k memories of 384
-//! values: 0.14–0.18 ms, against 0.42 ms for half precision and 0.8 ms for f32, on the
-//! machine in BENCHMARKS.md). The integer dot products are exact, so every CPU gets the
-//! same numbers; only the two roundings separate them from the real ones, and `radius`
-//! bounds how far that can move a cosine. A coarse score only *selects*: a search rescores
-//! exactly (`store::dot64`) every memory whose bound reaches the k-th best, so its answer
+//! and integer multiply-adds do 16 or 32 products an instruction (BENCHMARKS.md has the
+//! timings against half precision and f32). The integer dot products are exact, so every
+//! CPU gets the same numbers; only the two roundings separate them from the real ones, and
+//! `radius` bounds how far that can move a cosine. A coarse score only *selects*: a search rescores
+//! exactly (`vectors::dot64`) every memory whose bound reaches the k-th best, so its answer
 //! is the exact top k.
 //!
 //! Kernels, chosen once per scan at run time so one binary serves every CPU: AVX-512 VNNI,

@@ -49,8 +49,8 @@ CREATE INDEX IF NOT EXISTS memories_recent_idx
 CREATE INDEX IF NOT EXISTS memories_type_recent_idx
   ON memories (tenant_id, memory_type, created_at DESC, id DESC);
 -- Each memory's uses since this table came, apart from the memory: counting a use rewrites
--- this small row, where an update of `memories` rewrote the memory with its embedding (a
--- third of the recall throughput at 10k memories, BENCHMARKS.md). The columns in `memories`
+-- this small row, where an update of `memories` rewrote the memory with its embedding (its
+-- cost is measured in BENCHMARKS.md, round 3). The columns in `memories`
 -- keep what older releases counted, and still count what they count; a memory's count is
 -- the sum of both, its last use the later (`COLUMNS`).
 CREATE TABLE IF NOT EXISTS memory_uses (
