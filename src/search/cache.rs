@@ -2,8 +2,9 @@
 //! labelled with the version of the store it shows. The store is the truth: an index is
 //! built from it on first use, this process's own writes update it in place, and a search
 //! that finds the store at another version than the label (another process wrote) builds
-//! it again. What "version" means is the store's (`Coherence`): SQLite's `data_version`,
-//! PostgreSQL's per-tenant `memory_versions`. Past the budget the least recently used
+//! it again. What "version" means is the store's: SQLite's `data_version`, read under its
+//! connection's lock (`current`); PostgreSQL's per-tenant `memory_versions`, read by a query
+//! (`Coherence`, `search`). Past the budget the least recently used
 //! tenants are dropped, to be rebuilt when next needed.
 
 use std::collections::HashMap;
@@ -15,6 +16,12 @@ use async_trait::async_trait;
 /// larger than this is still indexed, alone.
 pub const BUDGET_BYTES: usize = 512 << 20;
 
+/// An index weighing more than this is searched on a blocking thread; a lighter one is
+/// searched where the request runs. Below it a scan takes less than about 0.2 ms here, and
+/// handing it to another thread cost more than that: 12 % fewer PostgreSQL recalls/s at
+/// 10k memories when every scan was handed off (BENCHMARKS.md, issue 15).
+pub const HAND_OFF_BYTES: usize = 32 << 20;
+
 /// What a cached index weighs against the budget.
 pub trait Weigh {
     fn bytes(&self) -> usize;
@@ -24,7 +31,8 @@ pub trait Weigh {
 /// gives another version.
 pub type Version = i64;
 
-/// How a store tells whether an index still shows it, and builds one that does.
+/// How a store whose version is a query away (PostgreSQL) tells whether an index still
+/// shows it, and builds one that does.
 #[async_trait]
 pub trait Coherence: Send + Sync {
     type Index: Weigh + Send + Sync + 'static;
@@ -44,6 +52,8 @@ pub struct Slot<T> {
     pub writes: Arc<tokio::sync::Mutex<()>>,
     /// None until built, and after a write this process could not apply.
     held: RwLock<Option<(Version, T)>>,
+    /// What the index weighed when it was built.
+    weight: std::sync::atomic::AtomicUsize,
 }
 
 impl<T> Slot<T> {
@@ -51,6 +61,7 @@ impl<T> Slot<T> {
         Slot {
             writes: Arc::new(tokio::sync::Mutex::new(())),
             held: RwLock::new(None),
+            weight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -89,8 +100,14 @@ impl<T> Slot<T> {
         }
     }
 
-    fn install(&self, version: Version, index: T) {
+    fn install(&self, version: Version, index: T, weight: usize) {
         *self.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
+        (self.weight).store(weight, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a search of this index is CPU work to take off the async threads.
+    pub fn heavy(&self) -> bool {
+        self.weight.load(std::sync::atomic::Ordering::Relaxed) > HAND_OFF_BYTES
     }
 }
 
@@ -145,16 +162,19 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let mut state = self.state();
         state.uses += 1;
         let now = state.uses;
-        let held = state
-            .tenants
-            .entry(tenant.to_owned())
-            .or_insert_with(|| Held {
-                slot: Arc::new(Slot::empty()),
-                used: now,
-                bytes: 0,
-            });
-        held.used = now;
-        Arc::clone(&held.slot)
+        // Looked up before it is inserted: a tenant's name is copied once, not per search.
+        if let Some(held) = state.tenants.get_mut(tenant) {
+            held.used = now;
+            return Arc::clone(&held.slot);
+        }
+        let slot = Arc::new(Slot::empty());
+        let held = Held {
+            slot: Arc::clone(&slot),
+            used: now,
+            bytes: 0,
+        };
+        state.tenants.insert(tenant.to_owned(), held);
+        slot
     }
 
     /// The tenant's slot if this process holds one, for a write to update.
@@ -169,7 +189,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     /// keeps the budget, which may push other tenants out.
     pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
         let bytes = index.bytes();
-        slot.install(version, index);
+        slot.install(version, index, bytes);
         let mut state = self.state();
         if let Some(held) = state.tenants.get_mut(tenant) {
             let before = std::mem::replace(&mut held.bytes, bytes);
@@ -178,9 +198,28 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         evict(&mut state, tenant);
     }
 
+    /// The tenant's slot showing `version`, the store's version now: built with `load` first
+    /// if this process holds none, or one of another version. For a store that reads its
+    /// version and its rows under one lock on a blocking thread (SQLite's connection), so a
+    /// search checks and reads in one hand-off: measured 4 % more recalls/s at 10k memories
+    /// than asking for the version first (BENCHMARKS.md, issue 15).
+    pub fn current<E>(
+        &self,
+        tenant: &str,
+        version: Version,
+        load: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<Slot<T>>, E> {
+        let slot = self.slot(tenant);
+        if !slot.shows(version) {
+            let index = load()?;
+            self.install(tenant, &slot, version, index);
+        }
+        Ok(slot)
+    }
+
     /// Runs `read` on the tenant's index as `source` holds it now, off the async threads
-    /// (a scan is CPU work); the index is built first if this process holds none, or one
-    /// of another version.
+    /// when the index is heavy (`HAND_OFF_BYTES`); the index is built first if this process
+    /// holds none, or one of another version.
     pub async fn search<C, R>(
         &self,
         source: &C,
@@ -196,7 +235,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let committed = source.version(tenant).await?;
         let read = if slot.shows(committed) {
             let found = Arc::clone(&slot);
-            match blocking(move || found.read_at(committed, read)).await? {
+            match run(slot.heavy(), move || found.read_at(committed, read)).await? {
                 Ok(answer) => return Ok(answer),
                 Err(read) => read,
             }
@@ -215,7 +254,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let found = Arc::clone(&slot);
         // Only a write that could not be applied empties a slot, and writes wait for this
         // turn: the index just checked or built is there.
-        Ok(blocking(move || found.read_held(read))
+        Ok(run(slot.heavy(), move || found.read_held(read))
             .await?
             .ok_or(Interrupted::Dropped)?)
     }
@@ -230,10 +269,16 @@ pub enum Interrupted {
     Dropped,
 }
 
-async fn blocking<R: Send + 'static>(
+/// `work` on a blocking thread when it is `heavy`, here otherwise.
+pub async fn run<R: Send + 'static>(
+    heavy: bool,
     work: impl FnOnce() -> R + Send + 'static,
 ) -> Result<R, Interrupted> {
-    Ok(tokio::task::spawn_blocking(work).await?)
+    if heavy {
+        Ok(tokio::task::spawn_blocking(work).await?)
+    } else {
+        Ok(work())
+    }
 }
 
 /// Drops the least recently used entries, never `keep`, until the rest fit the budget.
@@ -295,7 +340,13 @@ mod tests {
     fn an_index_is_read_only_at_its_version_and_writes_move_it_on() {
         let slot: Slot<Sized> = Slot::empty();
         assert!(slot.read_held(|s| s.0).is_none());
-        slot.install(3, Sized(1));
+        slot.install(3, Sized(1), HAND_OFF_BYTES + 1);
+        assert!(
+            slot.heavy(),
+            "a large index is searched on a blocking thread"
+        );
+        slot.install(3, Sized(1), 1);
+        assert!(!slot.heavy());
         assert_eq!(slot.read_at(3, |s| s.0).ok(), Some(1));
         assert!(slot.read_at(4, |s| s.0).is_err());
         assert!(

@@ -5,7 +5,8 @@
 //! starting together do not race. Searches (the exact scan and keyword matching) run in
 //! this process on an index of the tenant's vectors and terms, kept coherent across
 //! replicas by a per-tenant version (`versions.rs`); the rows they find are then read by id.
-//! A scan is CPU work, so it runs off the async threads, as SQLite's does.
+//! A scan of a heavy index is CPU work, so it runs off the async threads
+//! (`search::cache::HAND_OFF_BYTES`).
 //! Terms are made by `keywords` and kept in the row's `terms text[]`: language-neutral, any
 //! script, and the same terms SQLite indexes.
 
@@ -26,7 +27,7 @@ use crate::dedup;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
-use crate::search::cache::{Slot, TenantCache, Version};
+use crate::search::cache::{self, Slot, TenantCache, Version};
 use crate::search::{self, Entry, Found, Query, SearchIndex};
 use versions::Database;
 
@@ -367,7 +368,7 @@ impl MemoryStore for PostgresStore {
         }
         let (scope, vector) = (dedup_scope.clone(), embedding.to_vec());
         let held = Arc::clone(&slot);
-        let nearest = tokio::task::spawn_blocking(move || {
+        let nearest = cache::run(slot.heavy(), move || {
             held.read_at(from, |index| {
                 let query = Query {
                     vector: &vector,
@@ -379,8 +380,7 @@ impl MemoryStore for PostgresStore {
             })
             .unwrap_or_default()
         })
-        .await
-        .map_err(|e| StoreError::unavailable("the in-process search index", e))?;
+        .await?;
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
         if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {

@@ -3,18 +3,18 @@
 //! the truth: the tenant cache (`search::cache`) builds a tenant's index from it on first
 //! use, this process updates it on every write it makes, and an index is built again once
 //! another process has written to the file. The version is SQLite's `data_version`, which
-//! moves whenever another connection commits: one version for every tenant of the file.
+//! moves whenever another connection commits: one version for every tenant of the file,
+//! read under the connection's lock (`TenantCache::current`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
-use super::{COLUMNS, MEMORIES, blocking, failed, from_blob, memory_from_row};
+use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
-use crate::search::cache::{Coherence, Version, Weigh};
+use crate::search::cache::{Version, Weigh};
 use crate::search::{self, Entry, Found, Query, SearchIndex};
-use crate::store::{Matches, StoreError};
+use crate::store::Matches;
 
 pub(super) struct TenantIndex {
     search: SearchIndex,
@@ -136,37 +136,4 @@ fn lock(memory: &Mutex<Arc<Memory>>) -> MutexGuard<'_, Arc<Memory>> {
 /// The file's `data_version` on this store's connection.
 pub(super) fn data_version(conn: &Connection) -> rusqlite::Result<Version> {
     conn.query_row("PRAGMA data_version", [], |r| r.get(0))
-}
-
-/// The file as the tenant cache sees it.
-pub(super) struct File {
-    pub conn: Arc<Mutex<Connection>>,
-    pub width: usize,
-}
-
-#[async_trait]
-impl Coherence for File {
-    type Index = TenantIndex;
-    type Error = StoreError;
-
-    async fn version(&self, _tenant: &str) -> Result<Version, StoreError> {
-        // Reading the version takes microseconds and no file lock: when no write holds the
-        // connection it is read here, sparing a recall a hand-off to a blocking thread.
-        if let Ok(conn) = self.conn.try_lock() {
-            return data_version(&conn).map_err(failed);
-        }
-        let conn = Arc::clone(&self.conn);
-        blocking(move || data_version(&*super::lock(&conn)?).map_err(failed)).await
-    }
-
-    async fn load(&self, tenant: &str) -> Result<(Version, TenantIndex), StoreError> {
-        let (conn, tenant, width) = (Arc::clone(&self.conn), tenant.to_owned(), self.width);
-        blocking(move || {
-            let conn = super::lock(&conn)?;
-            let version = data_version(&conn).map_err(failed)?;
-            let index = TenantIndex::load(&conn, &tenant, width).map_err(failed)?;
-            Ok((version, index))
-        })
-        .await
-    }
 }

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use index::{File, TenantIndex, data_version};
+use index::{TenantIndex, data_version};
 
 use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
-use crate::search::cache::TenantCache;
+use crate::search::cache::{Interrupted, TenantCache};
 use crate::search::{self, Query};
 
 type Indexes = TenantCache<TenantIndex>;
@@ -83,8 +83,6 @@ pub struct SqliteStore {
     // processes sharing the file). Lock order: the connection, then an index.
     conn: Arc<Mutex<Connection>>,
     indexes: Arc<Indexes>,
-    /// The file as the tenant cache reads it: the same connection.
-    file: File,
     width: usize,
 }
 
@@ -125,14 +123,9 @@ impl SqliteStore {
                 configured: dimension,
             });
         }
-        let conn = Arc::new(Mutex::new(conn));
         Ok(SqliteStore {
             path: path.to_owned(),
-            file: File {
-                conn: Arc::clone(&conn),
-                width: dimension,
-            },
-            conn,
+            conn: Arc::new(Mutex::new(conn)),
             indexes: Arc::default(),
             width: dimension,
         })
@@ -245,11 +238,8 @@ impl MemoryStore for SqliteStore {
             // same fact in between our check and our insert.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let version = data_version(&tx)?;
-            let slot = indexes.slot(&tenant);
-            if !slot.shows(version) {
-                let index = TenantIndex::load(&tx, &tenant, width)?;
-                indexes.install(&tenant, &slot, version, index);
-            }
+            let slot =
+                indexes.current(&tenant, version, || TenantIndex::load(&tx, &tenant, width))?;
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
@@ -294,16 +284,32 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Matches, StoreError> {
         let visibility = visibility.clone();
         let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
-        self.indexes
-            .search(&self.file, tenant.as_str(), move |index| {
-                let query = Query {
-                    vector: &vector,
-                    terms: &terms,
-                    k,
-                };
-                index.search(&query, &visibility)
-            })
-            .await
+        let tenant = tenant.as_str().to_owned();
+        let (conn, indexes, width) = (
+            Arc::clone(&self.conn),
+            Arc::clone(&self.indexes),
+            self.width,
+        );
+        blocking(move || {
+            // The connection is held only to check the version (and, rarely, to build the
+            // index), not while the index is searched, so searches run in parallel.
+            let slot = {
+                let conn = lock(&conn)?;
+                let version = data_version(&conn).map_err(failed)?;
+                (indexes.current(&tenant, version, || {
+                    TenantIndex::load(&conn, &tenant, width)
+                }))
+                .map_err(failed)?
+            };
+            let query = Query {
+                vector: &vector,
+                terms: &terms,
+                k,
+            };
+            slot.read_held(|index| index.search(&query, &visibility))
+                .ok_or_else(|| Interrupted::Dropped.into())
+        })
+        .await
     }
 
     async fn list(
