@@ -139,3 +139,46 @@ async fn a_database_restart_is_a_tool_error_and_service_resumes() {
     assert_eq!(server.terminate().await.code, Some(0));
     pg("stop", &state_link);
 }
+
+/// A recall that found its answer gives it even when counting the use fails: the failure is
+/// logged and counted in `/metrics`, and nothing else changes.
+#[tokio::test]
+async fn a_recall_answers_even_when_its_use_cannot_be_counted() {
+    use sqlx::Connection;
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = postgres_database().await;
+    let mut env = base_env(&stub, &dir.path().join("unused.db"));
+    env.insert("DATABASE_URL".into(), url.clone());
+    let server = start(&mut env).await;
+    let fact = "the deploy runbook lives in docs/deploy.md";
+    server
+        .call(ACME, "remember", json!({"content": fact}))
+        .await;
+    // From now on every count of a use is refused by the database.
+    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("ALTER TABLE memories ADD CONSTRAINT no_uses CHECK (access_count = 0) NOT VALID")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let (text, is_error) = server
+        .call_tool(ACME, "recall", json!({"query": fact}))
+        .await;
+    assert!(!is_error && text.contains(fact), "{text}");
+    let metrics = reqwest::get(format!("{}/metrics", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("mcp_memory_access_record_failures_total 1"),
+        "{metrics}"
+    );
+    let exited = server.terminate().await;
+    let failed: Vec<&str> = (exited.stderr.lines())
+        .filter(|l| l.contains("\"access_record_failed\""))
+        .collect();
+    assert_eq!(failed.len(), 1, "{}", exited.stderr);
+    assert!(failed[0].contains("\"tenant\":\"acme\"") && !failed[0].contains("deploy"));
+}

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -87,6 +87,8 @@ pub struct Metrics {
     features: String,
     series: Mutex<Series>,
     in_flight: AtomicI64,
+    /// Uses a read found but could not count (`tools::ToolService::count_uses`).
+    access_failures: AtomicU64,
 }
 
 impl Metrics {
@@ -96,6 +98,7 @@ impl Metrics {
             features: features.join(","),
             series: Mutex::default(),
             in_flight: AtomicI64::new(0),
+            access_failures: AtomicU64::new(0),
         }
     }
 
@@ -130,6 +133,11 @@ impl Metrics {
             .observe(took);
     }
 
+    /// A read's answer whose uses could not be counted.
+    pub fn access_record_failed(&self) {
+        self.access_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a request as in flight until the guard is dropped.
     pub fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -152,6 +160,13 @@ impl Metrics {
             "# HELP mcp_memory_requests_in_flight MCP requests being answered.\n\
              # TYPE mcp_memory_requests_in_flight gauge\nmcp_memory_requests_in_flight {}",
             self.in_flight.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_memory_access_record_failures_total Answers whose uses could not be \
+             counted.\n# TYPE mcp_memory_access_record_failures_total counter\n\
+             mcp_memory_access_record_failures_total {}",
+            self.access_failures.load(Ordering::Relaxed)
         );
         out.push_str(
             "# HELP mcp_memory_tool_calls_total Tool calls by tool and outcome (ok, invalid, error).\n\

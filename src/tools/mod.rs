@@ -24,6 +24,7 @@ use crate::context::{Identity, RequestContext};
 use crate::docs::{DocsError, Library};
 use crate::embed::{EmbedError, Embedder};
 use crate::log;
+use crate::memory::Memory;
 use crate::metrics::{Metrics, Outcome};
 use crate::store::{MemoryStore, StoreError};
 
@@ -85,6 +86,23 @@ impl ToolService {
     /// The `tools` array of `tools/list`; it never changes while the process runs.
     pub fn tool_list(&self) -> &Value {
         &self.list
+    }
+
+    /// Counts one use of each of `used` for `ctx`. The answer is already found: a failure
+    /// to count is logged and counted in the metrics, never the caller's error
+    /// (docs/behavior.md#usage-recording).
+    async fn count_uses(&self, ctx: &RequestContext, tool: &str, used: &[&Memory], at: i64) {
+        let visibility = ctx.visibility();
+        let counted = self.store.record_access(&ctx.tenant, &visibility, used, at);
+        if let Err(e) = counted.await {
+            let fields = log::Fields {
+                tenant: Some(ctx.tenant.as_str()),
+                tool: Some(tool),
+                ..Default::default()
+            };
+            log::error("access_record_failed", &e.to_string(), &fields);
+            self.metrics.access_record_failed();
+        }
     }
 
     fn find(&self, name: &str) -> Option<&'static dyn Tool> {

@@ -131,10 +131,7 @@ async fn recall(
     }
 
     let used: Vec<&Memory> = ranking.results.iter().map(|r| &*r.memory).collect();
-    service
-        .store
-        .record_access(&ctx.tenant, &visibility, &used, now)
-        .await?;
+    service.count_uses(ctx, "recall", &used, now).await;
 
     let n = ranking.results.len() as u64;
     let guidance = match ranking.confidence {

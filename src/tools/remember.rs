@@ -106,10 +106,7 @@ async fn remember(
             out
         }
         Remembered::AlreadyKnown(existing) => {
-            service
-                .store
-                .record_access(&ctx.tenant, &ctx.visibility(), &[&existing], now_ms())
-                .await?;
+            (service.count_uses(ctx, "remember", &[&existing], now_ms())).await;
             let mut out = "[MEMORY] Already known — an existing memory already says this, so \
                            nothing new was written.\n\n"
                 .to_owned();
