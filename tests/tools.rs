@@ -355,9 +355,29 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
             "Error: `limit` must be an integer between 1 and 50.",
         ),
         (
+            "recall",
+            json!({"query": "q".repeat(32_001)}),
+            "Error: `query` is 32001 bytes; the maximum is 32000.",
+        ),
+        (
             "remember",
             json!({"content": ""}),
             "Error: `content` is required and must be a non-empty string.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "tags": ["ops", "two\nlines"]}),
+            "Error: `tags` may not hold control characters",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "category": "decision\u{0}"}),
+            "Error: `category` may not hold control characters",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "tags": vec![" "; 21]}),
+            "Error: `tags` may hold at most 20 entries.",
         ),
         (
             "remember",
@@ -449,6 +469,17 @@ async fn limits_at_the_boundary_are_accepted() {
         s.ok(ACME, "recall", json!({"query": "deploy ecr", "limit": 50}))
             .await
             .contains("deploy ecr 배포")
+    );
+    // The longest query is searched; the answer quotes its first 200 characters only.
+    let longest = format!("deploy ecr {}", "x".repeat(32_000 - 11));
+    let answer = s.ok(ACME, "recall", json!({"query": longest})).await;
+    assert!(
+        answer.contains(&format!("\"{}…\"", &longest[..200])),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains(&longest[..201]),
+        "the whole query came back"
     );
 }
 

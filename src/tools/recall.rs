@@ -41,6 +41,11 @@ const DEFINITION: Definition = Definition {
     ],
 };
 
+/// The longest query recall embeds and searches for, as long as the longest memory.
+pub const MAX_QUERY_BYTES: usize = 32_000;
+/// How much of a query an answer quotes back.
+const QUOTE_CHARS: usize = 200;
+
 #[derive(Deserialize)]
 struct Args {
     query: String,
@@ -65,6 +70,13 @@ impl Tool for Recall {
         let args: Args = schema::parse(args)?;
         let mode = args.mode.unwrap_or(RecallMode::Balanced);
         let query = args::non_blank(&args.query, "query")?;
+        if query.len() > MAX_QUERY_BYTES {
+            return Err(ToolError::Invalid(format!(
+                "`query` is {} bytes; the maximum is {MAX_QUERY_BYTES}. Ask for the one thing \
+                 you want to know.",
+                query.len()
+            )));
+        }
         let limit = args::limit(args.limit, mode.default_limit())?;
         recall(service, ctx, query, mode, limit).await
     }
@@ -77,6 +89,7 @@ async fn recall(
     mode: RecallMode,
     limit: usize,
 ) -> Result<String, ToolError> {
+    let asked = render::quote(query, QUOTE_CHARS);
     let vector = service.embedder.embed(query).await?;
     let visibility = ctx.visibility();
     let terms = search::query_terms(query);
@@ -102,7 +115,7 @@ async fn recall(
 
     if candidates.is_empty() {
         return Ok(format!(
-            "[MEMORY] No memories stored for this project matched \"{query}\".\n{}",
+            "[MEMORY] No memories stored for this project matched \"{asked}\".\n{}",
             no_match_guidance(mode)
         ));
     }
@@ -123,7 +136,7 @@ async fn recall(
             ("memories", "were")
         };
         return Ok(format!(
-            "[MEMORY] Nothing matched \"{query}\" closely enough.\n\
+            "[MEMORY] Nothing matched \"{asked}\" closely enough.\n\
              NO CONFIDENT MATCH: {g} {noun} {verb} found but fell below the similarity threshold. \
              Rephrase the query, or reason from first principles and say that you did. \
              Do not present a guess as a remembered fact."
@@ -144,7 +157,7 @@ async fn recall(
         }
     };
     let mut out = format!(
-        "[MEMORY] {n} {} matched \"{query}\" (mode: {}).\n{guidance}\n\n",
+        "[MEMORY] {n} {} matched \"{asked}\" (mode: {}).\n{guidance}\n\n",
         render::memories(n),
         mode.as_str()
     );

@@ -127,6 +127,13 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         )));
     }
     let category = args.category.as_deref();
+    if category.is_some_and(|c| c.chars().any(char::is_control)) {
+        return Err(ToolError::Invalid(
+            "`category` may not hold control characters (newlines, tabs, NUL); it is a \
+             one-line label."
+                .into(),
+        ));
+    }
     if category.is_some_and(|c| c.len() > MAX_CATEGORY_BYTES) {
         return Err(ToolError::Invalid(format!(
             "`category` may be at most {MAX_CATEGORY_BYTES} bytes; it is a sub-label, so put the \
@@ -142,8 +149,22 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         ));
     }
     let memory_type = args.memory_type.unwrap_or(MemoryType::Project);
+    // Every tag given counts towards the limit, blank ones too, before blanks are dropped.
+    let given = args.tags.as_ref().map_or(0, Vec::len);
+    if args
+        .tags
+        .iter()
+        .flatten()
+        .any(|t| t.chars().any(char::is_control))
+    {
+        return Err(ToolError::Invalid(
+            "`tags` may not hold control characters (newlines, tabs, NUL); each tag is a \
+             one-line label."
+                .into(),
+        ));
+    }
     let tags = args::tags(args.tags);
-    if tags.len() > MAX_TAGS {
+    if given > MAX_TAGS {
         return Err(ToolError::Invalid(format!(
             "`tags` may hold at most {MAX_TAGS} entries."
         )));

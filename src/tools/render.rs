@@ -4,6 +4,14 @@ use std::fmt::Write;
 
 use crate::memory::{Memory, Scope, iso};
 
+/// `text` as an answer quotes it: at most `chars` characters, then `…`.
+pub fn quote(text: &str, chars: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(chars) {
+        None => text.into(),
+        Some((cut, _)) => format!("{}…", &text[..cut]).into(),
+    }
+}
+
 /// `memory` for one, `memories` otherwise.
 pub fn memories(n: impl Into<u64>) -> &'static str {
     if n.into() == 1 { "memory" } else { "memories" }
