@@ -35,29 +35,29 @@ pub fn init() {
         .try_init();
 }
 
+/// One line through `$emit` (tracing's `info!` or `error!`): its level, its event, the
+/// closed fields, and for an error its message. The fields are written out once, here.
+macro_rules! line {
+    ($emit:ident, $level:literal, $event:expr, $fields:expr $(, $message:expr)?) => {
+        tracing::$emit!(
+            level = $level,
+            event = $event,
+            tenant = $fields.tenant,
+            tool = $fields.tool,
+            ms = $fields.ms.map(|ms| ms as u64),
+            ok = $fields.ok,
+            inConversation = $fields.in_conversation,
+            $("{}", $message)?
+        )
+    };
+}
+
 pub fn info(event: &str, fields: &Fields) {
-    tracing::info!(
-        level = "info",
-        event,
-        tenant = fields.tenant,
-        tool = fields.tool,
-        ms = fields.ms.map(|ms| ms as u64),
-        ok = fields.ok,
-        inConversation = fields.in_conversation,
-    );
+    line!(info, "info", event, fields);
 }
 
 /// `message` must not carry user data; callers pass error messages of dependencies, which
 /// describe the failure (status codes, endpoints), never the request's content.
 pub fn error(event: &str, message: &str, fields: &Fields) {
-    tracing::error!(
-        level = "error",
-        event,
-        tenant = fields.tenant,
-        tool = fields.tool,
-        ms = fields.ms.map(|ms| ms as u64),
-        ok = fields.ok,
-        inConversation = fields.in_conversation,
-        "{message}"
-    );
+    line!(error, "error", event, fields, message);
 }

@@ -100,24 +100,21 @@ impl<T> Slot<T> {
         }
     }
 
-    fn install(&self, version: Version, index: T, weight: usize) {
+    /// Puts `index`, weighing `weight`, in place; returns what the one before weighed.
+    fn install(&self, version: Version, index: T, weight: usize) -> usize {
         *self.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
-        (self.weight).store(weight, std::sync::atomic::Ordering::Relaxed);
+        (self.weight).swap(weight, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What the index weighed when it was built: weighing walks the whole index, so it is
+    /// not redone for every tenant each time one is added. Writes in between are small.
+    fn weight(&self) -> usize {
+        self.weight.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether a search of this index is CPU work to take off the async threads.
     pub fn heavy(&self) -> bool {
-        self.weight.load(std::sync::atomic::Ordering::Relaxed) > HAND_OFF_BYTES
-    }
-}
-
-impl<T: Weigh> Weigh for Slot<T> {
-    fn bytes(&self) -> usize {
-        self.held
-            .try_read()
-            .ok()
-            .and_then(|held| held.as_ref().map(|(_, index)| index.bytes()))
-            .unwrap_or(0)
+        self.weight() > HAND_OFF_BYTES
     }
 }
 
@@ -127,7 +124,7 @@ pub struct TenantCache<T> {
 
 struct State<T> {
     tenants: HashMap<String, Held<T>>,
-    /// The sum of the held entries' sizes, as last measured.
+    /// The sum of the held slots' weights.
     total: usize,
     uses: u64,
 }
@@ -135,9 +132,6 @@ struct State<T> {
 struct Held<T> {
     slot: Arc<Slot<T>>,
     used: u64,
-    /// Measured when the index was built: weighing walks the whole index, so it is not
-    /// redone for every tenant each time one is added. Writes in between are small.
-    bytes: usize,
 }
 
 impl<T> Default for TenantCache<T> {
@@ -171,7 +165,6 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let held = Held {
             slot: Arc::clone(&slot),
             used: now,
-            bytes: 0,
         };
         state.tenants.insert(tenant.to_owned(), held);
         slot
@@ -189,10 +182,10 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     /// keeps the budget, which may push other tenants out.
     pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
         let bytes = index.bytes();
-        slot.install(version, index, bytes);
         let mut state = self.state();
-        if let Some(held) = state.tenants.get_mut(tenant) {
-            let before = std::mem::replace(&mut held.bytes, bytes);
+        let before = slot.install(version, index, bytes);
+        // A slot evicted while its index was built counts no more.
+        if (state.tenants.get(tenant)).is_some_and(|held| std::ptr::eq(&*held.slot, slot)) {
             state.total = state.total - before + bytes;
         }
         evict(&mut state, tenant);
@@ -294,7 +287,7 @@ fn evict<T>(state: &mut State<T>, keep: &str) {
             return;
         };
         if let Some(held) = state.tenants.remove(&oldest) {
-            state.total -= held.bytes;
+            state.total -= held.slot.weight();
         }
     }
 }

@@ -144,11 +144,6 @@ impl SearchIndex {
         Some(gone)
     }
 
-    /// The exact cosine similarity of `query` to the memory at `position`.
-    pub fn similarity(&self, position: Position, query: &[f32]) -> f64 {
-        self.vectors.similarity(position, query)
-    }
-
     /// Up to `k` memories `visibility` may see nearest to `vector`, most similar first.
     pub fn nearest(&self, vector: &[f32], visibility: &Visibility, k: usize) -> Vec<Nearest> {
         let viewer = self.audiences.viewer(visibility);

@@ -38,10 +38,6 @@ impl Vectors {
         }
     }
 
-    pub fn width(&self) -> usize {
-        self.width
-    }
-
     /// How many values are held (vectors × width).
     pub fn values(&self) -> usize {
         self.exact.len()
@@ -89,13 +85,8 @@ impl Vectors {
         self.roundings.swap_remove(gone);
     }
 
-    /// The exact cosine similarity of `query` to the vector at `position`: `cosine`'s
-    /// answer to the last bit.
-    pub fn similarity(&self, position: Position, query: &[f32]) -> f64 {
-        self.exact(position.index(), query, squares(query))
-    }
-
-    /// `similarity` of each of `positions`, in order. The vectors are scattered through
+    /// The exact cosine similarity of `query` to the vector at each of `positions`, in
+    /// order: `cosine`'s answer to the last bit. The vectors are scattered through
     /// memory: each is asked for a few ahead of its turn, so their reads overlap instead of
     /// each waiting on the last.
     pub fn similarities(&self, positions: &[Position], query: &[f32]) -> Vec<f64> {
@@ -130,7 +121,7 @@ impl Vectors {
         }
     }
 
-    /// `similarity`, with the query's sum of squares worked out once.
+    /// The exact similarity at `position`, with the query's sum of squares worked out once.
     fn exact(&self, position: usize, query: &[f32], query_squares: f64) -> f64 {
         // Norm 0: a zero vector or one of another width, both 0 to `cosine` too.
         if self.norms[position] == 0.0 || query_squares == 0.0 || query.len() != self.width {
