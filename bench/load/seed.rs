@@ -50,7 +50,14 @@ pub fn rows(tenants: &[String], per_tenant: usize, width: usize) -> impl Iterato
 }
 
 pub fn sqlite(path: &std::path::Path, rows: impl Iterator<Item = Row>, width: usize) {
-    drop(mcp_memory::store::sqlite::SqliteStore::open(path, width).unwrap());
+    drop(
+        mcp_memory::store::sqlite::SqliteStore::open(
+            path,
+            width,
+            mcp_memory::search::cache::BUDGET_BYTES,
+        )
+        .unwrap(),
+    );
     let mut conn = rusqlite::Connection::open(path).unwrap();
     let tx = conn.transaction().unwrap();
     {

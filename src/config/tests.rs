@@ -51,7 +51,7 @@ fn defaults() {
         (model.as_str(), dimension),
         ("text-embedding-3-small", 1536)
     );
-    let store::Settings::Sqlite { path } = c.store else {
+    let store::Settings::Sqlite { path, .. } = c.store else {
         panic!("not the SQLite store");
     };
     assert_eq!(path, PathBuf::from("/tmp/m.db"));

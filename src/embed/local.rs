@@ -2,7 +2,9 @@
 //! tokenizer, mean pooling over the attention mask, L2 normalisation. The model is loaded
 //! once at boot; embedding runs on a dedicated thread, which takes every request waiting
 //! when it frees up as one batch, so concurrent requests share a forward pass and the
-//! async runtime (and `GET /health`) never waits on the model.
+//! async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
+//! text that finds it full is refused as busy at once, rather than waiting behind minutes
+//! of work; a batch the model panics on fails alone, and the thread goes on.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -18,12 +20,19 @@ use super::{EmbedError, Embedder, check_values};
 
 /// The most texts one forward pass takes; more waiting requests go in the next pass.
 const MAX_BATCH: usize = 32;
+/// The most texts that may wait for the model: eight full passes, under a second of work
+/// here (BENCHMARKS.md, embedding). One more is told to try again.
+const QUEUE: usize = 8 * MAX_BATCH;
 
 pub struct LocalEmbedder {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::SyncSender<Job>,
+    thread: std::thread::JoinHandle<()>,
     name: String,
     dimension: usize,
 }
+
+/// What turns a batch of texts into vectors, on the embedding thread.
+type Forward = Box<dyn FnMut(&[&str]) -> Result<Vec<Vec<f32>>, String> + Send>;
 
 struct Job {
     text: String,
@@ -52,14 +61,25 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string());
-        let (jobs, queue) = mpsc::channel();
+        LocalEmbedder::start(
+            Box::new(move |texts: &[&str]| model.forward(texts)),
+            name,
+            width,
+            QUEUE,
+        )
+    }
+
+    /// Starts the embedding thread, `queue` texts deep, around `forward`.
+    fn start(forward: Forward, name: String, width: usize, queue: usize) -> Result<Self, String> {
+        let (jobs, waiting) = mpsc::sync_channel(queue);
         let model_name = name.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("embedder".into())
-            .spawn(move || model.serve(queue, &model_name, width))
+            .spawn(move || serve(forward, waiting, &model_name, width))
             .map_err(|e| format!("cannot start the embedding thread: {e}"))?;
         Ok(LocalEmbedder {
             jobs,
+            thread,
             name,
             dimension: width,
         })
@@ -84,18 +104,49 @@ impl LocalEmbedder {
         text: &str,
     ) -> Result<oneshot::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                text: text.to_owned(),
-                reply,
-            })
-            .map_err(|_| stopped())?;
-        Ok(answer)
+        let job = Job {
+            text: text.to_owned(),
+            reply,
+        };
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(answer),
+            Err(mpsc::TrySendError::Full(_)) => Err(EmbedError::Busy(QUEUE)),
+            Err(mpsc::TrySendError::Disconnected(_)) => Err(stopped()),
+        }
     }
 }
 
 fn stopped() -> EmbedError {
-    EmbedError::Model("the embedding thread has stopped".into())
+    EmbedError::Model("the embedding thread has stopped; the server must be restarted".into())
+}
+
+/// Answers the queue's jobs in batches until the embedder is dropped.
+fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: usize) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let texts: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
+        // A panic in the tokenizer or candle fails this batch, not every later one.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| forward(&texts)))
+            .unwrap_or_else(|_| Err("the model failed on this text".into()));
+        match answer {
+            Ok(vectors) => {
+                for (job, vector) in batch.into_iter().zip(vectors) {
+                    let _ = job.reply.send(check_values(vector, model, width));
+                }
+            }
+            Err(e) => {
+                for job in batch {
+                    let _ = job.reply.send(Err(EmbedError::Model(e.clone())));
+                }
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -110,6 +161,13 @@ impl Embedder for LocalEmbedder {
 
     fn describe(&self) -> String {
         format!("local:{}, {}d", self.name, self.dimension)
+    }
+
+    fn health(&self) -> Result<(), String> {
+        if self.thread.is_finished() {
+            return Err("the embedding thread has stopped".into());
+        }
+        Ok(())
     }
 }
 
@@ -169,31 +227,6 @@ impl Model {
         ))
     }
 
-    fn serve(self, queue: mpsc::Receiver<Job>, model: &str, width: usize) {
-        while let Ok(first) = queue.recv() {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            let texts: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
-            match self.forward(&texts) {
-                Ok(vectors) => {
-                    for (job, vector) in batch.into_iter().zip(vectors) {
-                        let _ = job.reply.send(check_values(vector, model, width));
-                    }
-                }
-                Err(e) => {
-                    for job in batch {
-                        let _ = job.reply.send(Err(EmbedError::Model(e.to_string())));
-                    }
-                }
-            }
-        }
-    }
-
     fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
         let encodings = self
             .tokenizer
@@ -232,4 +265,77 @@ fn max_tokens(dir: &Path, config: &Config) -> usize {
         .map(|n| n as usize)
         .unwrap_or(config.max_position_embeddings)
         .min(config.max_position_embeddings)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Barrier};
+
+    use super::*;
+
+    fn unit(texts: &[&str]) -> Vec<Vec<f32>> {
+        texts.iter().map(|_| vec![1.0, 0.0]).collect()
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_is_refused_as_busy_and_a_panicking_batch_fails_alone() {
+        let (started, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let (s, r) = (Arc::clone(&started), Arc::clone(&release));
+        let mut first = true;
+        let forward: Forward = Box::new(move |texts| {
+            if first {
+                // The first batch holds the thread until the test has filled the queue.
+                first = false;
+                s.wait();
+                r.wait();
+            }
+            if texts.contains(&"panic") {
+                panic!("a model bug");
+            }
+            Ok(unit(texts))
+        });
+        let embedder = Arc::new(LocalEmbedder::start(forward, "stub".into(), 2, 2).unwrap());
+        let held = tokio::spawn({
+            let embedder = Arc::clone(&embedder);
+            async move { embedder.embed("first").await }
+        });
+        tokio::task::spawn_blocking(move || started.wait())
+            .await
+            .unwrap();
+        let queued: Vec<_> = (0..2).map(|_| embedder.submit("waits").unwrap()).collect();
+        let refused = embedder.embed("one too many").await.unwrap_err();
+        assert!(matches!(refused, EmbedError::Busy(_)));
+        assert!(refused.to_string().contains("busy") && refused.to_string().contains("try again"));
+        tokio::task::spawn_blocking(move || release.wait())
+            .await
+            .unwrap();
+        assert_eq!(held.await.unwrap().unwrap(), [1.0, 0.0]);
+        for waiting in queued {
+            assert!(waiting.await.unwrap().is_ok());
+        }
+
+        let failed = embedder.embed("panic").await.unwrap_err();
+        assert!(failed.to_string().contains("failed"), "{failed}");
+        assert!(embedder.embed("after").await.is_ok(), "the thread went on");
+        assert!(embedder.health().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_stopped_thread_is_unhealthy_and_every_call_says_so() {
+        let (jobs, waiting) = mpsc::sync_channel(1);
+        // A thread that has ended, with its queue gone: what a dead embedder leaves.
+        let thread = std::thread::spawn(move || drop::<mpsc::Receiver<Job>>(waiting));
+        while !thread.is_finished() {
+            std::thread::yield_now();
+        }
+        let embedder = LocalEmbedder {
+            jobs,
+            thread,
+            name: "stub".into(),
+            dimension: 2,
+        };
+        assert!(embedder.health().unwrap_err().contains("stopped"));
+        let error = embedder.embed("anything").await.unwrap_err();
+        assert!(error.to_string().contains("stopped"), "{error}");
+    }
 }

@@ -21,6 +21,8 @@ pub use timed::TimedEmbedder;
 pub enum EmbedError {
     #[error("the embedding service did not respond within {0}ms")]
     Timeout(u64),
+    #[error("the embedding model is busy ({0} texts are waiting); try again in a moment")]
+    Busy(usize),
     #[error("could not reach the embedding service — {0}")]
     Unreachable(String),
     /// `body` is the start of the service's answer; shown to the agent, never logged.
@@ -82,6 +84,12 @@ pub trait Embedder: Send + Sync {
 
     /// `provider:model, <dim>d`, for the startup line.
     fn describe(&self) -> String;
+
+    /// Why this embedder cannot embed at all now (`GET /health` answers 503 with it); a
+    /// remote service is not called for this, its failures are the calls' own.
+    fn health(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Builds the configured embedder: loads a local model (refusing a bad model directory by
@@ -144,6 +152,10 @@ impl Embedder for FixedIndex {
 
     fn describe(&self) -> String {
         self.0.describe()
+    }
+
+    fn health(&self) -> Result<(), String> {
+        self.0.health()
     }
 }
 

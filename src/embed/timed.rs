@@ -30,4 +30,8 @@ impl Embedder for TimedEmbedder {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn health(&self) -> Result<(), String> {
+        self.inner.health()
+    }
 }

@@ -26,10 +26,17 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Liveness only: it touches no dependency, since restarting a pod cannot fix an outage
-/// of the database or the embedding service.
-async fn health() -> Response {
-    json_response(StatusCode::OK, &json!({"status": "ok"}))
+/// Liveness: it calls no dependency, since restarting a pod cannot fix an outage of the
+/// database or the embedding service; but an in-process model whose thread has stopped
+/// only comes back with a restart, so that answers 503.
+async fn health(State(app): State<Arc<App>>) -> Response {
+    match app.tools.embedder.health() {
+        Ok(()) => json_response(StatusCode::OK, &json!({"status": "ok"})),
+        Err(reason) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "unavailable", "reason": reason}),
+        ),
+    }
 }
 
 /// Prometheus' scrape. It names no memory, query or tenant (unless METRICS_TENANT_LABEL),
@@ -41,7 +48,9 @@ async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     {
         return unauthorized();
     }
-    let mut response = app.metrics.render().into_response();
+    let mut response = (app.metrics)
+        .render(app.tools.store.index_usage())
+        .into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -10,6 +10,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::search::cache::Usage;
+
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 13] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -144,10 +146,35 @@ impl Metrics {
         InFlight(self)
     }
 
-    /// The Prometheus text exposition format, version 0.0.4.
-    pub fn render(&self) -> String {
+    /// The Prometheus text exposition format, version 0.0.4; `indexes` is what the store's
+    /// tenant indexes hold now, when it keeps them.
+    pub fn render(&self, indexes: Option<Usage>) -> String {
         let series = self.series();
         let mut out = String::new();
+        if let Some(usage) = indexes {
+            for (name, help, value) in [
+                (
+                    "index_tenants",
+                    "Tenants whose search index this process holds.",
+                    usage.tenants,
+                ),
+                (
+                    "index_bytes",
+                    "What the held search indexes weigh, roughly, in bytes.",
+                    usage.bytes,
+                ),
+                (
+                    "index_budget_bytes",
+                    "What they may weigh together (INDEX_BUDGET_MB).",
+                    usage.budget,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP mcp_memory_{name} {help}\n# TYPE mcp_memory_{name} gauge\nmcp_memory_{name} {value}"
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP mcp_memory_build_info The running build.\n# TYPE mcp_memory_build_info gauge\n\
@@ -247,7 +274,7 @@ mod tests {
         );
         metrics.tool_call("recall", Some("acme"), Outcome::Ok, Duration::from_secs(20));
         metrics.tool_call("forget", None, Outcome::Invalid, Duration::from_millis(1));
-        let text = metrics.render();
+        let text = metrics.render(None);
         assert!(text.contains("mcp_memory_tool_calls_total{tool=\"recall\",outcome=\"ok\"} 2"));
         assert!(
             text.contains("mcp_memory_tool_calls_total{tool=\"forget\",outcome=\"invalid\"} 1")
@@ -270,7 +297,7 @@ mod tests {
 
         let labelled = Metrics::new(true, &[]);
         labelled.tool_call("recall", Some("a\"b"), Outcome::Failed, Duration::ZERO);
-        assert!(labelled.render().contains(
+        assert!(labelled.render(None).contains(
             "mcp_memory_tool_calls_total{tool=\"recall\",outcome=\"error\",tenant=\"a\\\"b\"} 1"
         ));
     }
@@ -279,8 +306,16 @@ mod tests {
     fn requests_in_flight_go_back_down() {
         let metrics = Metrics::new(false, &[]);
         let guard = metrics.in_flight();
-        assert!(metrics.render().contains("mcp_memory_requests_in_flight 1"));
+        assert!(
+            metrics
+                .render(None)
+                .contains("mcp_memory_requests_in_flight 1")
+        );
         drop(guard);
-        assert!(metrics.render().contains("mcp_memory_requests_in_flight 0"));
+        assert!(
+            metrics
+                .render(None)
+                .contains("mcp_memory_requests_in_flight 0")
+        );
     }
 }

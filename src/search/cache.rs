@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
 
-/// The memory the indexes may hold together: about 150,000 memories at width 384. A tenant
-/// larger than this is still indexed, alone.
+/// The memory the indexes may hold together unless `INDEX_BUDGET_MB` says otherwise: about
+/// 150,000 memories at width 384. A tenant larger than the budget is still indexed, alone.
 pub const BUDGET_BYTES: usize = 512 << 20;
 
 /// An index weighing more than this is searched on a blocking thread; a lighter one is
@@ -22,9 +22,11 @@ pub const BUDGET_BYTES: usize = 512 << 20;
 /// 10k memories when every scan was handed off (BENCHMARKS.md, issue 15).
 pub const HAND_OFF_BYTES: usize = 32 << 20;
 
-/// What a cached index weighs against the budget.
+/// What a cached index weighs against the budget, without walking it: it is weighed after
+/// every write. An index that holds no memory is not kept.
 pub trait Weigh {
     fn bytes(&self) -> usize;
+    fn is_empty(&self) -> bool;
 }
 
 /// A store's version of what a tenant's index is built from: any change to it, by anyone,
@@ -44,6 +46,14 @@ pub trait Coherence: Send + Sync {
     /// The tenant's index as the store holds it now, and the version it shows (read before
     /// the rows, so the label is never newer than they are).
     async fn load(&self, tenant: &str) -> Result<(Version, Self::Index), Self::Error>;
+}
+
+/// What a cache holds against its budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    pub tenants: usize,
+    pub bytes: usize,
+    pub budget: usize,
 }
 
 /// One tenant's place in the cache.
@@ -88,28 +98,37 @@ impl<T> Slot<T> {
     }
 
     /// Applies this process's write, which moved the store from `from` to `to`, to an index
-    /// showing `from`; any other index is dropped, to be rebuilt.
-    pub fn apply(&self, from: Version, to: Version, change: impl FnOnce(&mut T)) {
+    /// showing `from`; any other index is dropped, to be rebuilt. Returns what the slot
+    /// weighs now, or None if it holds nothing.
+    fn apply(&self, from: Version, to: Version, change: impl FnOnce(&mut T)) -> Option<usize>
+    where
+        T: Weigh,
+    {
         let mut held = self.held.write().unwrap_or_else(|e| e.into_inner());
         match held.as_mut() {
             Some((at, index)) if *at == from => {
                 change(index);
                 *at = to;
+                weight(index)
             }
-            _ => *held = None,
+            _ => {
+                *held = None;
+                None
+            }
         }
     }
 
-    /// Puts `index`, weighing `weight`, in place; returns what the one before weighed.
-    fn install(&self, version: Version, index: T, weight: usize) -> usize {
-        *self.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
-        (self.weight).swap(weight, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// What the index weighed when it was built: weighing walks the whole index, so it is
-    /// not redone for every tenant each time one is added. Writes in between are small.
+    /// What the slot weighed when the cache last weighed it (the cache's total is the sum
+    /// of these, so it changes only under the cache's lock).
     fn weight(&self) -> usize {
         self.weight.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn holds_nothing(&self) -> bool {
+        self.held
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
     }
 
     /// Whether a search of this index is CPU work to take off the async threads.
@@ -120,6 +139,7 @@ impl<T> Slot<T> {
 
 pub struct TenantCache<T> {
     state: Mutex<State<T>>,
+    budget: usize,
 }
 
 struct State<T> {
@@ -134,21 +154,41 @@ struct Held<T> {
     used: u64,
 }
 
-impl<T> Default for TenantCache<T> {
-    fn default() -> TenantCache<T> {
+impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
+    /// A cache whose indexes hold at most `budget` bytes together.
+    pub fn new(budget: usize) -> TenantCache<T> {
         TenantCache {
             state: Mutex::new(State {
                 tenants: HashMap::new(),
                 total: 0,
                 uses: 0,
             }),
+            budget,
         }
     }
-}
 
-impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     fn state(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the held indexes weigh together.
+    pub fn weight(&self) -> usize {
+        self.state().total
+    }
+
+    /// How many tenants have an entry.
+    pub fn tenants(&self) -> usize {
+        self.state().tenants.len()
+    }
+
+    /// What the cache holds, for `/metrics`.
+    pub fn usage(&self) -> Usage {
+        let state = self.state();
+        Usage {
+            tenants: state.tenants.len(),
+            bytes: state.total,
+            budget: self.budget,
+        }
     }
 
     /// The tenant's slot, empty if this process holds no index of it.
@@ -178,17 +218,55 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             .map(|held| Arc::clone(&held.slot))
     }
 
-    /// Puts a freshly built index of `tenant`, showing `version`, in `slot`, weighs it, and
-    /// keeps the budget, which may push other tenants out.
+    /// Puts a freshly built index of `tenant`, showing `version`, in `slot`, and weighs it.
     pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
-        let bytes = index.bytes();
-        let mut state = self.state();
-        let before = slot.install(version, index, bytes);
-        // A slot evicted while its index was built counts no more.
-        if (state.tenants.get(tenant)).is_some_and(|held| std::ptr::eq(&*held.slot, slot)) {
-            state.total = state.total - before + bytes;
+        let weight = weight(&index);
+        *slot.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
+        self.weigh(tenant, slot, weight);
+    }
+
+    /// Applies this process's write to `tenant`, which moved the store from `from` to `to`,
+    /// to the slot's index if it shows `from` (any other is dropped, to be rebuilt), and
+    /// weighs it again.
+    pub fn apply(
+        &self,
+        tenant: &str,
+        slot: &Slot<T>,
+        from: Version,
+        to: Version,
+        change: impl FnOnce(&mut T),
+    ) {
+        let weight = slot.apply(from, to, change);
+        self.weigh(tenant, slot, weight);
+    }
+
+    /// Lets go of a slot a call took and built nothing in (a write that changed nothing, a
+    /// build that failed), so a tenant that holds nothing leaves no entry behind.
+    pub fn release(&self, tenant: &str, slot: &Slot<T>) {
+        if slot.holds_nothing() {
+            self.weigh(tenant, slot, None);
         }
-        evict(&mut state, tenant);
+    }
+
+    /// Counts `slot` at `weight` and keeps the budget, which may push other tenants out; a
+    /// slot that holds nothing (None) leaves. Writes to one tenant come one at a time, so
+    /// the slot is weighed in the order it changed.
+    fn weigh(&self, tenant: &str, slot: &Slot<T>, weight: Option<usize>) {
+        let mut state = self.state();
+        let kept = weight.is_some();
+        let weight = weight.unwrap_or(0);
+        let before = slot
+            .weight
+            .swap(weight, std::sync::atomic::Ordering::Relaxed);
+        // A slot evicted meanwhile counts no more.
+        if !(state.tenants.get(tenant)).is_some_and(|held| std::ptr::eq(&*held.slot, slot)) {
+            return;
+        }
+        state.total = state.total - before + weight;
+        if !kept {
+            state.tenants.remove(tenant);
+        }
+        evict(&mut state, tenant, self.budget);
     }
 
     /// The tenant's slot showing `version`, the store's version now: built with `load` first
@@ -204,8 +282,13 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     ) -> Result<Arc<Slot<T>>, E> {
         let slot = self.slot(tenant);
         if !slot.shows(version) {
-            let index = load()?;
-            self.install(tenant, &slot, version, index);
+            match load() {
+                Ok(index) => self.install(tenant, &slot, version, index),
+                Err(e) => {
+                    self.release(tenant, &slot);
+                    return Err(e);
+                }
+            }
         }
         Ok(slot)
     }
@@ -225,9 +308,28 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         R: Send + 'static,
     {
         let slot = self.slot(tenant);
+        let answer = self.search_slot(source, tenant, &slot, read).await;
+        if answer.is_err() {
+            self.release(tenant, &slot);
+        }
+        answer
+    }
+
+    async fn search_slot<C, R>(
+        &self,
+        source: &C,
+        tenant: &str,
+        slot: &Arc<Slot<T>>,
+        read: impl FnOnce(&T) -> R + Send + 'static,
+    ) -> Result<R, C::Error>
+    where
+        C: Coherence<Index = T>,
+        C::Error: From<Interrupted>,
+        R: Send + 'static,
+    {
         let committed = source.version(tenant).await?;
         let read = if slot.shows(committed) {
-            let found = Arc::clone(&slot);
+            let found = Arc::clone(slot);
             match run(slot.heavy(), move || found.read_at(committed, read)).await? {
                 Ok(answer) => return Ok(answer),
                 Err(read) => read,
@@ -242,9 +344,9 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let now = source.version(tenant).await?;
         if !slot.shows(now) {
             let (version, index) = source.load(tenant).await?;
-            self.install(tenant, &slot, version, index);
+            self.install(tenant, slot, version, index);
         }
-        let found = Arc::clone(&slot);
+        let found = Arc::clone(slot);
         // Only a write that could not be applied empties a slot, and writes wait for this
         // turn: the index just checked or built is there.
         Ok(run(slot.heavy(), move || found.read_held(read))
@@ -262,6 +364,11 @@ pub enum Interrupted {
     Dropped,
 }
 
+/// What `index` weighs, or None if it holds no memory.
+fn weight<T: Weigh>(index: &T) -> Option<usize> {
+    (!index.is_empty()).then(|| index.bytes())
+}
+
 /// `work` on a blocking thread when it is `heavy`, here otherwise.
 pub async fn run<R: Send + 'static>(
     heavy: bool,
@@ -274,9 +381,9 @@ pub async fn run<R: Send + 'static>(
     }
 }
 
-/// Drops the least recently used entries, never `keep`, until the rest fit the budget.
-fn evict<T>(state: &mut State<T>, keep: &str) {
-    while state.total > BUDGET_BYTES {
+/// Drops the least recently used entries, never `keep`, until the rest fit `budget`.
+fn evict<T>(state: &mut State<T>, keep: &str, budget: usize) {
+    while state.total > budget {
         let Some(oldest) = state
             .tenants
             .iter()
@@ -301,7 +408,12 @@ mod tests {
         fn bytes(&self) -> usize {
             self.0
         }
+        fn is_empty(&self) -> bool {
+            self.0 == 0
+        }
     }
+
+    const BUDGET: usize = 900;
 
     fn built(cache: &TenantCache<Sized>, tenant: &str, bytes: usize) {
         let slot = cache.slot(tenant);
@@ -310,8 +422,8 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_go_first_past_the_budget() {
-        let cache: TenantCache<Sized> = TenantCache::default();
-        let third = BUDGET_BYTES / 3;
+        let cache: TenantCache<Sized> = TenantCache::new(BUDGET);
+        let third = BUDGET / 3;
         for tenant in ["a", "b", "c"] {
             built(&cache, tenant, third);
         }
@@ -325,20 +437,71 @@ mod tests {
         built(&cache, "e", third);
         assert!(cache.held("c").is_none(), "c went when e was built");
         // One tenant larger than the budget is still held, alone.
-        built(&cache, "huge", 2 * BUDGET_BYTES);
+        built(&cache, "huge", 2 * BUDGET);
         assert!(cache.held("huge").is_some() && cache.held("a").is_none());
+        assert_eq!(cache.tenants(), 1);
+    }
+
+    #[test]
+    fn writes_are_weighed_so_an_index_that_grows_pushes_others_out() {
+        let cache: TenantCache<Sized> = TenantCache::new(BUDGET);
+        built(&cache, "old", BUDGET / 2);
+        // Built while nearly empty, then grown by this process's writes one at a time.
+        built(&cache, "growing", 1);
+        let slot = cache.held("growing").unwrap();
+        for version in 1..9 {
+            cache.apply("growing", &slot, version, version + 1, |s| s.0 += 50);
+        }
+        assert_eq!(cache.weight(), BUDGET / 2 + 401, "every write was weighed");
+        assert!(cache.held("old").is_some());
+        cache.apply("growing", &slot, 9, 10, |s| s.0 += 50);
+        assert!(
+            cache.held("old").is_none(),
+            "the grown index pushed the old one out"
+        );
+        assert_eq!(cache.weight(), 451);
+        // A write the index cannot take (it shows another version) drops it, and its weight.
+        cache.apply("growing", &slot, 3, 4, |s| s.0 += 1);
+        assert!(cache.held("growing").is_none());
+        assert_eq!((cache.weight(), cache.tenants()), (0, 0));
+    }
+
+    #[test]
+    fn a_tenant_that_holds_nothing_leaves_no_entry() {
+        let cache: TenantCache<Sized> = TenantCache::new(BUDGET);
+        for n in 0..1000 {
+            let tenant = format!("flood-{n}");
+            // A search finds nothing to index; a write takes a slot and changes nothing.
+            built(&cache, &tenant, 0);
+            let slot = cache.slot(&tenant);
+            cache.release(&tenant, &slot);
+            let failed: Result<_, ()> = cache.current(&tenant, 1, || Err(()));
+            assert!(failed.is_err());
+        }
+        assert_eq!(cache.tenants(), 0);
+        // Forgetting a tenant's last memory lets it go too; release keeps a built index.
+        built(&cache, "a", 10);
+        let slot = cache.held("a").unwrap();
+        cache.release("a", &slot);
+        assert!(
+            cache.held("a").is_some(),
+            "release keeps an index that holds something"
+        );
+        cache.apply("a", &slot, 1, 2, |s| s.0 = 0);
+        assert_eq!((cache.weight(), cache.tenants()), (0, 0));
     }
 
     #[test]
     fn an_index_is_read_only_at_its_version_and_writes_move_it_on() {
-        let slot: Slot<Sized> = Slot::empty();
+        let cache: TenantCache<Sized> = TenantCache::new(usize::MAX);
+        let slot = cache.slot("a");
         assert!(slot.read_held(|s| s.0).is_none());
-        slot.install(3, Sized(1), HAND_OFF_BYTES + 1);
+        cache.install("a", &slot, 3, Sized(HAND_OFF_BYTES + 1));
         assert!(
             slot.heavy(),
             "a large index is searched on a blocking thread"
         );
-        slot.install(3, Sized(1), 1);
+        cache.install("a", &slot, 3, Sized(1));
         assert!(!slot.heavy());
         assert_eq!(slot.read_at(3, |s| s.0).ok(), Some(1));
         assert!(slot.read_at(4, |s| s.0).is_err());
@@ -346,10 +509,10 @@ mod tests {
             slot.read_at(2, |s| s.0).is_err(),
             "a restored store goes back"
         );
-        slot.apply(3, 4, |s| s.0 = 2);
+        cache.apply("a", &slot, 3, 4, |s| s.0 = 2);
         assert_eq!(slot.read_at(4, |s| s.0).ok(), Some(2));
         // A write from a version the index does not show drops it.
-        slot.apply(7, 8, |s| s.0 = 9);
+        cache.apply("a", &slot, 7, 8, |s| s.0 = 9);
         assert!(slot.read_held(|s| s.0).is_none());
     }
 }

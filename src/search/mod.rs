@@ -84,6 +84,8 @@ pub struct SearchIndex {
     vectors: Vectors,
     postings: Postings,
     audiences: Audiences,
+    /// What the ids take, twice (in `ids` and `positions`), kept as they come and go.
+    id_bytes: usize,
 }
 
 impl SearchIndex {
@@ -94,6 +96,7 @@ impl SearchIndex {
             vectors: Vectors::new(width),
             postings: Postings::default(),
             audiences: Audiences::default(),
+            id_bytes: 0,
         }
     }
 
@@ -124,6 +127,7 @@ impl SearchIndex {
             .push(entry.scope, entry.conversation, terms.len());
         self.vectors.push(vector);
         self.postings.push(position, terms);
+        self.id_bytes += id_bytes(entry.id);
         self.ids.push(entry.id.into());
         self.positions.insert(entry.id.into(), position);
         position
@@ -133,6 +137,7 @@ impl SearchIndex {
     /// keeping memories alongside can do the same (`Vec::swap_remove`).
     pub fn remove(&mut self, id: &str) -> Option<Position> {
         let gone = self.positions.remove(id)?;
+        self.id_bytes -= id_bytes(id);
         let last = Position::at(self.ids.len() - 1);
         self.audiences.swap_remove(gone, self.postings.length(gone));
         self.postings.swap_remove(gone, last);
@@ -217,14 +222,30 @@ impl SearchIndex {
 
     /// Roughly what the index holds, in bytes, for the cache's budget.
     pub fn bytes(&self) -> usize {
-        let ids: usize = self.ids.iter().map(|id| 2 * (40 + id.len())).sum();
-        self.vectors.values() * 5 + self.len() * 40 + ids + self.postings.bytes()
+        self.vectors.values() * 5 + self.len() * 40 + self.id_bytes + self.postings.bytes()
+    }
+}
+
+fn id_bytes(id: &str) -> usize {
+    2 * (40 + id.len())
+}
+
+#[cfg(test)]
+impl SearchIndex {
+    /// `bytes` counted the long way, to check the running count.
+    fn recount(&self) -> usize {
+        let ids: usize = self.ids.iter().map(|id| id_bytes(id)).sum();
+        self.vectors.values() * 5 + self.len() * 40 + ids + self.postings.recount()
     }
 }
 
 impl cache::Weigh for SearchIndex {
     fn bytes(&self) -> usize {
         SearchIndex::bytes(self)
+    }
+
+    fn is_empty(&self) -> bool {
+        SearchIndex::is_empty(self)
     }
 }
 
@@ -423,5 +444,95 @@ mod tests {
         assert_eq!(index.keyword_matches(&query, &other, 10).len(), 1);
         assert_eq!(index.nearest(&[1.0, 0.0], &everyone(), 5).len(), 1);
         assert_eq!(index.nearest(&[1.0, 0.0], &mine, 5).len(), 2);
+    }
+
+    const WORDS: [&str; 8] = [
+        "redis", "deploy", "port", "backup", "nightly", "friday", "cluster", "sentinel",
+    ];
+
+    /// A memory as generated: audience (0 project, 1 conversation c1, 2 c2), vector, words.
+    type Generated = (u8, Vec<f32>, Vec<usize>);
+
+    fn text(words: &[usize]) -> String {
+        words
+            .iter()
+            .map(|w| WORDS[*w])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn conversation(audience: u8) -> Option<&'static str> {
+        [None, Some("c1"), Some("c2")][audience as usize]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        /// The index against brute force over what the caller may see: the exact top k by
+        /// cosine, BM25 over the visible corpus, after any removals; and its running weight
+        /// equals the weight counted the long way.
+        #[test]
+        fn search_agrees_with_brute_force_over_the_visible_set(
+            memories in proptest::collection::vec(
+                (0u8..3, proptest::collection::vec(-1.0f32..1.0, 4),
+                 proptest::collection::vec(0usize..8, 0..6)),
+                1..40,
+            ),
+            removals in proptest::collection::vec(0usize..40, 0..15),
+            query in proptest::collection::vec(-1.0f32..1.0, 4),
+            asked in proptest::collection::vec(0usize..8, 1..3),
+            viewer in 0u8..3,
+            k in 1usize..8,
+        ) {
+            let mut index = SearchIndex::new(4);
+            let mut held: Vec<(String, Generated)> = Vec::new();
+            for (i, memory) in memories.into_iter().enumerate() {
+                let id = format!("m{i:02}");
+                let entry = Entry {
+                    id: &id,
+                    scope: if memory.0 == 0 { Scope::Project } else { Scope::Conversation },
+                    conversation: conversation(memory.0),
+                };
+                index.push(entry, &memory.1, &keywords::terms(&text(&memory.2)));
+                held.push((id, memory));
+            }
+            for removal in removals {
+                let id = format!("m{removal:02}");
+                let was_held = held.iter().any(|(h, _)| *h == id);
+                proptest::prop_assert_eq!(index.remove(&id).is_some(), was_held);
+                held.retain(|(h, _)| *h != id);
+            }
+            proptest::prop_assert_eq!(index.bytes(), index.recount());
+            proptest::prop_assert_eq!(index.len(), held.len());
+
+            let visibility = Visibility {
+                conversation: conversation(viewer).map(|c| Conversation::new_unchecked(c.into())),
+            };
+            let visible: Vec<&(String, Generated)> = held
+                .iter()
+                .filter(|(_, (audience, _, _))| *audience == 0 || *audience == viewer)
+                .collect();
+
+            let mut expected: Vec<f64> = visible.iter().map(|(_, (_, v, _))| cosine(&query, v)).collect();
+            expected.sort_by(|a, b| b.total_cmp(a));
+            expected.truncate(k);
+            let got: Vec<f64> = index.nearest(&query, &visibility, k).iter().map(|n| n.similarity).collect();
+            proptest::prop_assert_eq!(got.len(), expected.len());
+            for (g, e) in got.iter().zip(&expected) {
+                proptest::prop_assert!((g - e).abs() < 1e-12, "{} against {}", g, e);
+            }
+
+            let query_terms = keywords::query_terms(&text(&asked));
+            let notes: Vec<(String, String)> = visible.iter().map(|(id, (_, _, w))| (id.clone(), text(w))).collect();
+            let notes: Vec<(&str, &str)> = notes.iter().map(|(id, t)| (id.as_str(), t.as_str())).collect();
+            let mut wanted = if notes.is_empty() { Vec::new() } else { by_brute_force(&notes, &query_terms) };
+            wanted.truncate(k);
+            let found: Vec<(String, f64)> = index
+                .keyword_matches(&query_terms, &visibility, k)
+                .into_iter()
+                .map(|(p, s)| (index.id(p).to_owned(), s))
+                .collect();
+            proptest::prop_assert_eq!(found, wanted);
+        }
     }
 }

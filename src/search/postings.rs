@@ -26,6 +26,9 @@ pub struct Postings {
     lengths: Vec<u32>,
     /// Each memory's distinct words, by position, to find its postings when it goes.
     distinct: Vec<Box<[Word]>>,
+    /// What `bytes` reports, kept as memories come and go: the tenant cache weighs an
+    /// index after every write, so weighing must not walk it.
+    bytes: usize,
 }
 
 /// A memory the query's words found, with its BM25 score.
@@ -47,6 +50,7 @@ impl Postings {
                     let word = self.lists.len() as Word;
                     self.words.insert(term.as_str().into(), word);
                     self.lists.push(Vec::new());
+                    self.bytes += WORD_BYTES + term.len() + LIST_BYTES;
                     word
                 }
             };
@@ -61,6 +65,7 @@ impl Postings {
                 frequency: *frequency,
             });
         }
+        self.bytes += memory_bytes(counted.len());
         self.distinct
             .push(counted.into_iter().map(|(w, _)| w).collect());
     }
@@ -72,6 +77,7 @@ impl Postings {
 
     /// Removes the memory at `gone`; the last one (at `last`) takes its place.
     pub fn swap_remove(&mut self, gone: Position, last: Position) {
+        self.bytes -= memory_bytes(self.distinct[gone.index()].len());
         for word in &self.distinct[gone.index()] {
             let list = &mut self.lists[*word as usize];
             if let Some(at) = list.iter().position(|p| p.position == gone) {
@@ -157,9 +163,29 @@ impl Postings {
     /// Roughly what the postings hold, in bytes: words, lists and each memory's distinct
     /// words (lengths are counted with the memory, in `SearchIndex::bytes`).
     pub fn bytes(&self) -> usize {
-        let words: usize = self.words.keys().map(|w| 64 + w.len()).sum();
-        let lists: usize = self.lists.iter().map(|p| 24 + 8 * p.len()).sum();
+        self.bytes
+    }
+
+    /// `bytes` counted the long way, to check the running count.
+    #[cfg(test)]
+    pub fn recount(&self) -> usize {
+        let words: usize = self.words.keys().map(|w| WORD_BYTES + w.len()).sum();
+        let lists: usize = self
+            .lists
+            .iter()
+            .map(|p| LIST_BYTES + POSTING_BYTES * p.len())
+            .sum();
         let distinct: usize = self.distinct.iter().map(|d| 16 + 4 * d.len()).sum();
         words + lists + distinct
     }
+}
+
+/// A word's entry in the map, and its list's header; a posting; what a memory of
+/// `distinct` words adds besides new words: a posting in each list, and its list of words.
+const WORD_BYTES: usize = 64;
+const LIST_BYTES: usize = 24;
+const POSTING_BYTES: usize = 8;
+
+fn memory_bytes(distinct: usize) -> usize {
+    distinct * POSTING_BYTES + 16 + 4 * distinct
 }

@@ -96,23 +96,54 @@ pub fn dot_all(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
         return;
     }
     dots.reserve(rows.len() / query.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vnni")
+    Kernel::best().run(rows, query, dots);
+}
+
+/// The ways to work out `dot_all`, each for the CPUs that have its instructions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kernel {
+    Vnni,
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    /// Every kernel this CPU can run, fastest first.
+    fn available() -> Vec<Kernel> {
+        let mut kernels = Vec::new();
+        #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: the CPU has the features `x86::dot_all_vnni` is compiled for.
-            unsafe { x86::dot_all_vnni(rows, query, dots) };
-            return;
+            if std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vnni")
+            {
+                kernels.push(Kernel::Vnni);
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                kernels.push(Kernel::Avx2);
+            }
         }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has the feature `x86::dot_all_avx2` is compiled for.
-            unsafe { x86::dot_all_avx2(rows, query, dots) };
-            return;
+        kernels.push(Kernel::Portable);
+        kernels
+    }
+
+    /// The fastest kernel this CPU can run, found once.
+    fn best() -> Kernel {
+        static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| Kernel::available()[0])
+    }
+
+    fn run(self, rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
+        match self {
+            // SAFETY: `available` offers a kernel only on a CPU with its features.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => unsafe { x86::dot_all_vnni(rows, query, dots) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::dot_all_avx2(rows, query, dots) },
+            _ => dot_all_portable(rows, query, dots),
         }
     }
-    dot_all_portable(rows, query, dots);
 }
 
 fn dot_all_portable(rows: &[i8], query: &[i16], dots: &mut Vec<i32>) {
@@ -281,5 +312,43 @@ mod tests {
             assert_eq!(coarse.values, [0; 4]);
             assert_eq!(Coarse::query(&v, norm(&v)).rounding, f64::INFINITY);
         }
+    }
+
+    proptest::proptest! {
+        /// Every kernel this CPU has gives the portable sums to the last bit, at every width
+        /// (each kernel has its own tail), on any values.
+        #[test]
+        fn every_kernel_this_cpu_has_gives_the_portable_sums(
+            width in 1usize..200,
+            rows in 0usize..5,
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut state = seed;
+            let mut next = move || {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (state >> 33) as u32
+            };
+            let values: Vec<i8> = (0..rows * width).map(|_| next() as i8).collect();
+            let query: Vec<i16> = (0..width).map(|_| next() as i16).collect();
+            let mut portable = Vec::new();
+            dot_all_portable(&values, &query, &mut portable);
+            for kernel in Kernel::available() {
+                let mut dots = Vec::new();
+                kernel.run(&values, &query, &mut dots);
+                proptest::prop_assert_eq!(&dots, &portable, "{:?}", kernel);
+            }
+        }
+    }
+
+    #[test]
+    fn the_kernel_that_runs_is_the_fastest_this_cpu_has() {
+        let available = Kernel::available();
+        // Printed so a run shows what it tested: an AVX2-only machine never runs VNNI.
+        println!(
+            "scan kernel: {:?} (this CPU has {available:?})",
+            Kernel::best()
+        );
+        assert_eq!(Kernel::best(), available[0]);
+        assert_eq!(available.last(), Some(&Kernel::Portable));
     }
 }

@@ -258,7 +258,7 @@ mod tests {
         };
         suite::run(timed).await;
         suite::run_keywords(timed).await;
-        let text = metrics.render();
+        let text = metrics.render(None);
         for operation in ["remember", "candidates", "list", "delete", "record_access"] {
             let count =
                 format!("mcp_memory_store_duration_seconds_count{{operation=\"{operation}\"}}");

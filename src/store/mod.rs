@@ -124,6 +124,11 @@ pub trait MemoryStore: Send + Sync {
     /// Where the memories are, for the startup line (never credentials).
     fn describe(&self) -> String;
 
+    /// What this process's tenant indexes hold, for a store that keeps them.
+    fn index_usage(&self) -> Option<crate::search::cache::Usage> {
+        None
+    }
+
     /// Whether `count_by_type` is always exact; a store that may stop counting early says
     /// so in `memory_stats`' description.
     fn exact_counts(&self) -> bool {
@@ -149,7 +154,14 @@ pub async fn open(
 ) -> Result<Arc<dyn MemoryStore>, StoreError> {
     match *settings {
         #[cfg(feature = "sqlite")]
-        Settings::Sqlite { ref path } => Ok(Arc::new(sqlite::SqliteStore::open(path, dimension)?)),
+        Settings::Sqlite {
+            ref path,
+            index_budget,
+        } => Ok(Arc::new(sqlite::SqliteStore::open(
+            path,
+            dimension,
+            index_budget,
+        )?)),
         #[cfg(feature = "postgres")]
         Settings::Postgres { ref url, ref pool } => Ok(Arc::new(
             postgres::PostgresStore::open(url, dimension, pool).await?,

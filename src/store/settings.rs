@@ -30,6 +30,15 @@ pub struct Variables {
         default_value = "10000"
     )]
     pub database_statement_timeout_ms: usize,
+    /// what the tenants' in-process search indexes may hold together, in MiB (SQLite and
+    /// PostgreSQL); past it the least recently used tenants are dropped, to be rebuilt
+    #[arg(
+        long,
+        env = "INDEX_BUDGET_MB",
+        value_parser = positive("INDEX_BUDGET_MB"),
+        default_value = "512"
+    )]
+    pub index_budget_mb: usize,
     /// S3 Vectors bucket (S3 store) [default: unset]
     #[arg(long, env = "VECTOR_BUCKET", value_parser = text)]
     pub vector_bucket: Option<String>,
@@ -63,7 +72,7 @@ pub struct Variables {
 /// The store chosen.
 pub enum Settings {
     #[cfg(feature = "sqlite")]
-    Sqlite { path: PathBuf },
+    Sqlite { path: PathBuf, index_budget: usize },
     /// The URL holds credentials: never print it.
     #[cfg(feature = "postgres")]
     Postgres {
@@ -119,6 +128,12 @@ impl Variables {
         }
     }
 
+    /// `INDEX_BUDGET_MB` in bytes.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    fn index_budget(&self) -> usize {
+        self.index_budget_mb.saturating_mul(1 << 20)
+    }
+
     fn database(self, url: String) -> Result<Settings, String> {
         if let Some(path) = url.strip_prefix("sqlite:") {
             let path = path.strip_prefix("//").unwrap_or(path);
@@ -130,6 +145,7 @@ impl Variables {
             #[cfg(feature = "sqlite")]
             return Ok(Settings::Sqlite {
                 path: PathBuf::from(path),
+                index_budget: self.index_budget(),
             });
             #[cfg(not(feature = "sqlite"))]
             return Err(crate::variables::unavailable(
@@ -161,6 +177,7 @@ impl Variables {
                     pool: super::postgres::PoolSettings {
                         max_connections,
                         statement_timeout_ms: self.database_statement_timeout_ms as u64,
+                        index_budget: self.index_budget(),
                     },
                 })
             }

@@ -110,4 +110,8 @@ impl MemoryStore for TimedStore {
     fn width_fixed_by_index(&self) -> bool {
         self.inner.width_fixed_by_index()
     }
+
+    fn index_usage(&self) -> Option<crate::search::cache::Usage> {
+        self.inner.index_usage()
+    }
 }

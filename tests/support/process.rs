@@ -98,6 +98,26 @@ impl Running {
         (text, reply["result"]["isError"] == true)
     }
 
+    /// A gauge or counter of `GET /metrics` without labels; panics if it is not there.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    /// The process id, to signal it.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
     /// The names `tools/list` offers, in order.
     pub async fn tool_names(&self) -> Vec<String> {
         let reply: Value = reqwest::Client::new()

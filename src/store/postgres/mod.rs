@@ -74,6 +74,8 @@ const COLUMNS: &str = "id, content, memory_type, category, tags, \
 pub struct PoolSettings {
     pub max_connections: u32,
     pub statement_timeout_ms: u64,
+    /// What the tenants' indexes may hold together in this process, in bytes.
+    pub index_budget: usize,
 }
 
 pub struct PostgresStore {
@@ -101,12 +103,27 @@ fn failed(e: sqlx::Error) -> StoreError {
 }
 
 /// A write under way (`begin_write`); this process's next write to the tenant waits until
-/// it is dropped.
-struct Write {
+/// it is dropped. Dropped uncommitted, it rolls back: a write that changed nothing leaves
+/// no version row for a tenant that never wrote.
+struct Write<'a> {
     slot: Arc<Slot<SearchIndex>>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+    _taken: TakenSlot<'a>,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     from: Version,
+}
+
+/// The cache entry a write took: let go if the write built nothing in it.
+struct TakenSlot<'a> {
+    indexes: &'a TenantCache<SearchIndex>,
+    tenant: &'a str,
+    slot: Arc<Slot<SearchIndex>>,
+}
+
+impl Drop for TakenSlot<'_> {
+    fn drop(&mut self) {
+        self.indexes.release(self.tenant, &self.slot);
+    }
 }
 
 /// A memory a search found, by id, with its similarity and, for a keyword match, its score.
@@ -217,7 +234,7 @@ impl PostgresStore {
             pool,
             location,
             width: dimension,
-            indexes: TenantCache::default(),
+            indexes: TenantCache::new(settings.index_budget),
         };
         if let Err(e) = store.ensure_schema(dimension).await {
             store.pool.close().await;
@@ -290,8 +307,13 @@ impl PostgresStore {
     /// Starts a write to `tenant`: this process's other writes to it wait for this one, and
     /// the transaction holds the tenant's version row (one writer per tenant across
     /// replicas, for check-then-insert), so the write knows the version it moves on from.
-    async fn begin_write(&self, tenant: &Tenant) -> Result<Write, StoreError> {
+    async fn begin_write<'a>(&'a self, tenant: &'a Tenant) -> Result<Write<'a>, StoreError> {
         let slot = self.indexes.slot(tenant.as_str());
+        let taken = TakenSlot {
+            indexes: &self.indexes,
+            tenant: tenant.as_str(),
+            slot: Arc::clone(&slot),
+        };
         let turn = Arc::clone(&slot.writes).lock_owned().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         let from = versions::lock_version(&mut *tx, tenant.as_str())
@@ -300,6 +322,7 @@ impl PostgresStore {
         Ok(Write {
             slot,
             _turn: turn,
+            _taken: taken,
             tx,
             from,
         })
@@ -409,7 +432,7 @@ impl MemoryStore for PostgresStore {
         write.tx.commit().await.map_err(failed)?;
         let memory = memory.into_memory();
         // The trigger moved the tenant exactly one version on.
-        slot.apply(from, from + 1, |index| {
+        (self.indexes).apply(tenant.as_str(), &slot, from, from + 1, |index| {
             index.push(
                 Entry {
                     id: &memory.id,
@@ -492,13 +515,14 @@ impl MemoryStore for PostgresStore {
         .map_err(failed)?
         .rows_affected()
             > 0;
-        write.tx.commit().await.map_err(failed)?;
-        if deleted {
-            slot.apply(from, from + 1, |index| {
-                index.remove(id);
-            });
+        if !deleted {
+            return Ok(false);
         }
-        Ok(deleted)
+        write.tx.commit().await.map_err(failed)?;
+        (self.indexes).apply(tenant.as_str(), &slot, from, from + 1, |index| {
+            index.remove(id);
+        });
+        Ok(true)
     }
 
     async fn count_by_type(
@@ -556,6 +580,10 @@ impl MemoryStore for PostgresStore {
 
     fn describe(&self) -> String {
         format!("postgres at {}", self.location)
+    }
+
+    fn index_usage(&self) -> Option<crate::search::cache::Usage> {
+        Some(self.indexes.usage())
     }
 }
 

@@ -15,6 +15,7 @@ use crate::store::{MemoryStore, Remembered};
 const SETTINGS: PoolSettings = PoolSettings {
     max_connections: 4,
     statement_timeout_ms: 10_000,
+    index_budget: crate::search::cache::BUDGET_BYTES,
 };
 
 fn server_url() -> String {

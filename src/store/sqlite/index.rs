@@ -22,6 +22,8 @@ pub(super) struct TenantIndex {
     /// copy with the new counters in its place, under the index's read lock: counting a
     /// recall's uses must not wait for every search in flight to finish.
     memories: Vec<Mutex<Arc<Memory>>>,
+    /// What the memories beside the index take, kept as they come and go.
+    memory_bytes: usize,
 }
 
 impl TenantIndex {
@@ -29,6 +31,7 @@ impl TenantIndex {
         let mut index = TenantIndex {
             search: SearchIndex::new(width),
             memories: Vec::new(),
+            memory_bytes: 0,
         };
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {COLUMNS}, m.embedding, m.terms FROM {MEMORIES} WHERE m.tenant_id = ?1"
@@ -58,16 +61,23 @@ impl TenantIndex {
             conversation: memory.conversation.as_ref().map(|c| c.as_str()),
         };
         if let Some(replaced) = self.search.position(entry.id) {
-            self.memories.swap_remove(replaced.index());
+            self.take_out(replaced);
         }
         self.search.push(entry, vector, terms);
+        self.memory_bytes += weight(&memory);
         self.memories.push(Mutex::new(Arc::new(memory)));
     }
 
     pub fn remove(&mut self, id: &str) {
         if let Some(gone) = self.search.remove(id) {
-            self.memories.swap_remove(gone.index());
+            self.take_out(gone);
         }
+    }
+
+    /// Takes the memory at `position` out as the search index did (`Vec::swap_remove`).
+    fn take_out(&mut self, position: search::Position) {
+        let gone = self.memories.swap_remove(position.index());
+        self.memory_bytes -= weight(&lock(&gone));
     }
 
     /// The update `record_access` made to the file, made here too.
@@ -118,14 +128,21 @@ impl TenantIndex {
 
 impl Weigh for TenantIndex {
     fn bytes(&self) -> usize {
-        let memories: usize = (self.memories.iter())
-            .map(|m| {
-                let m = lock(m);
-                200 + m.id.len() + m.content.len() + m.tags.iter().map(String::len).sum::<usize>()
-            })
-            .sum();
-        self.search.bytes() + memories
+        self.search.bytes() + self.memory_bytes
     }
+
+    fn is_empty(&self) -> bool {
+        self.search.is_empty()
+    }
+}
+
+/// What a memory held beside the index takes; counting a use changes none of it.
+fn weight(memory: &Memory) -> usize {
+    let tags: usize = memory.tags.iter().map(String::len).sum();
+    200 + memory.id.len()
+        + memory.content.len()
+        + memory.category.as_ref().map_or(0, String::len)
+        + tags
 }
 
 /// A poisoned lock still holds a whole memory: a panic cannot leave one half-written.

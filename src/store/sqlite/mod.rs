@@ -88,8 +88,9 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if missing) the file and its schema, and checks that stored vectors
-    /// have the width this deployment embeds with.
-    pub fn open(path: &Path, dimension: usize) -> Result<Self, StoreError> {
+    /// have the width this deployment embeds with; the tenants' indexes hold at most
+    /// `index_budget` bytes together.
+    pub fn open(path: &Path, dimension: usize, index_budget: usize) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::unavailable(format!("cannot create {}", dir.display()), e)
@@ -126,7 +127,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: path.to_owned(),
             conn: Arc::new(Mutex::new(conn)),
-            indexes: Arc::default(),
+            indexes: Arc::new(TenantCache::new(index_budget)),
             width: dimension,
         })
     }
@@ -268,7 +269,7 @@ impl MemoryStore for SqliteStore {
             tx.commit()?;
             let memory = memory.into_memory();
             // This connection's own commit leaves its `data_version` where it was.
-            slot.apply(version, version, |index| {
+            indexes.apply(&tenant, &slot, version, version, |index| {
                 index.push(memory.clone(), &embedding, &terms)
             });
             Ok(Remembered::Stored(memory))
@@ -353,7 +354,7 @@ impl MemoryStore for SqliteStore {
                 params![tenant, seen, id],
             )? > 0;
             if let Some(slot) = indexes.held(&tenant).filter(|_| deleted) {
-                slot.apply(version, version, |index| index.remove(&id));
+                indexes.apply(&tenant, &slot, version, version, |index| index.remove(&id));
             }
             Ok(deleted)
         })
@@ -431,17 +432,23 @@ impl MemoryStore for SqliteStore {
     fn describe(&self) -> String {
         format!("sqlite at {}", self.path.display())
     }
+
+    fn index_usage(&self) -> Option<crate::search::cache::Usage> {
+        Some(self.indexes.usage())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::memory::Scope;
+    use crate::search::cache::BUDGET_BYTES;
     use crate::store::MemoryStore;
     use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
 
     fn fresh() -> super::SqliteStore {
         let dir = tempfile::tempdir().unwrap();
-        let store = super::SqliteStore::open(&dir.path().join("nested/memory.db"), 8).unwrap();
+        let store = super::SqliteStore::open(&dir.path().join("nested/memory.db"), 8, BUDGET_BYTES)
+            .unwrap();
         // The file stays open; the directory may go once the store is built.
         std::mem::forget(dir);
         store
@@ -462,16 +469,16 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let store = super::SqliteStore::open(&path, 8).unwrap();
+            let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
             let m = note("kept", T0, Scope::Project, None);
             store_one(&store, "acme", m, &direction(0, 0.0)).await;
         });
-        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let listed = rt
             .block_on(store.list(&tenant("acme"), &seen_from(None), None, 5))
             .unwrap();
         assert_eq!(listed[0].content, "kept");
-        let err = super::SqliteStore::open(&path, 16)
+        let err = super::SqliteStore::open(&path, 16, BUDGET_BYTES)
             .err()
             .unwrap()
             .to_string();
@@ -519,8 +526,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
         let (a, b) = (
-            super::SqliteStore::open(&path, 8).unwrap(),
-            super::SqliteStore::open(&path, 8).unwrap(),
+            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
         );
         store_one(
             &a,
@@ -555,7 +562,7 @@ mod tests {
     async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memory.db");
-        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let m = store_one(
             &store,
@@ -585,7 +592,7 @@ mod tests {
             (listed[0].access_count, listed[0].last_accessed_at),
             (4, Some(T0 + 50))
         );
-        let reopened = super::SqliteStore::open(&path, 8).unwrap();
+        let reopened = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
             .await
             .unwrap();
@@ -630,7 +637,7 @@ mod tests {
             )
             .unwrap();
         }
-        let store = super::SqliteStore::open(&path, 8).unwrap();
+        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let found = suite::keyword_hits(
             &store,
             &tenant("acme"),
@@ -648,7 +655,7 @@ mod tests {
         );
         // Indexed once: opening again adds nothing twice.
         drop(store);
-        let again = super::SqliteStore::open(&path, 8).unwrap();
+        let again = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let stored = store_one(
             &again,
             "acme",
