@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, Timeouts};
 use crate::docs;
 use crate::embed::{self, TimedEmbedder};
 use crate::metrics::Metrics;
@@ -43,6 +43,7 @@ pub struct App {
     pub api_key: Option<String>,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
+    pub timeouts: Timeouts,
 }
 
 impl App {
@@ -72,12 +73,14 @@ impl App {
                 config.knowledge_base.as_ref().and_then(docs::open),
                 config.min_similarity,
                 config.keyword_weight,
+                config.timeouts.request,
                 Arc::clone(&metrics),
             ),
             metrics,
             api_key: config.api_key,
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,
+            timeouts: config.timeouts,
         })
     }
 

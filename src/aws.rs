@@ -6,14 +6,25 @@
 //! variables, which is how the tests point every client at the local emulator. Building
 //! the configuration makes no network call: credentials are resolved on first use.
 
+use std::time::Duration;
+
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
+/// Every AWS call: 3 s to connect, 10 s for one attempt, 20 s with the SDK's retries. A
+/// client may set a shorter operation timeout of its own (Bedrock's embedder does).
 pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .operation_timeout(Duration::from_secs(20))
+                .build(),
+        )
         .load()
         .await
 }

@@ -111,27 +111,37 @@ pub async fn check_config(variables: Variables) -> ExitCode {
 }
 
 /// GET /health on 127.0.0.1:`port`; success only for a 200 within three seconds.
-pub fn healthcheck(port: u16) -> ExitCode {
-    match health_status(port) {
+pub fn healthcheck(host: std::net::IpAddr, port: u16) -> ExitCode {
+    let address = std::net::SocketAddr::new(dialled(host), port);
+    match health_status(address) {
         Ok(200) => ExitCode::SUCCESS,
         Ok(status) => {
             eprintln!("/health answered {status}");
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("/health did not answer on port {port}: {e}");
+            eprintln!("/health did not answer on {address}: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn health_status(port: u16) -> std::io::Result<u16> {
+/// Where a server listening on `host` is reached from this machine: the host itself, or
+/// loopback for a wildcard address.
+fn dialled(host: std::net::IpAddr) -> std::net::IpAddr {
+    match host {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        other => other,
+    }
+}
+
+fn health_status(address: std::net::SocketAddr) -> std::io::Result<u16> {
     let timeout = Duration::from_secs(3);
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut stream = TcpStream::connect_timeout(&address, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    stream.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    stream.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
     let mut head = [0u8; 12];
     stream.read_exact(&mut head)?;
     // "HTTP/1.1 200"

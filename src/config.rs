@@ -12,6 +12,7 @@
 
 use std::ffi::OsString;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
@@ -45,6 +46,33 @@ pub struct Variables {
         default_value = "1048576"
     )]
     pub mcp_body_limit_bytes: usize,
+    /// how long a client may take to send a request's headers, in milliseconds; a slower one
+    /// is disconnected (it also bounds how long an idle connection is kept)
+    #[arg(
+        long,
+        env = "MCP_HEADER_TIMEOUT_MS",
+        value_parser = positive("MCP_HEADER_TIMEOUT_MS"),
+        default_value = "30000"
+    )]
+    pub mcp_header_timeout_ms: usize,
+    /// how long a client may take to send a request's body, in milliseconds; a slower one is
+    /// answered 408
+    #[arg(
+        long,
+        env = "MCP_BODY_TIMEOUT_MS",
+        value_parser = positive("MCP_BODY_TIMEOUT_MS"),
+        default_value = "30000"
+    )]
+    pub mcp_body_timeout_ms: usize,
+    /// how long one tool call may take in all, in milliseconds; past it the call answers a
+    /// tool error (each dependency has its own, shorter, timeout)
+    #[arg(
+        long,
+        env = "MCP_REQUEST_TIMEOUT_MS",
+        value_parser = positive("MCP_REQUEST_TIMEOUT_MS"),
+        default_value = "60000"
+    )]
+    pub mcp_request_timeout_ms: usize,
     /// region of S3, Bedrock and the knowledge base
     #[arg(long, env = "AWS_REGION", value_parser = text, default_value = "ap-northeast-2")]
     pub aws_region: String,
@@ -89,6 +117,7 @@ pub struct Config {
     pub api_key: Option<String>,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
+    pub timeouts: Timeouts,
     pub store: store::Settings,
     pub embedder: embed::Settings,
     pub knowledge_base: Option<KnowledgeBase>,
@@ -98,6 +127,14 @@ pub struct Config {
     pub metrics_tenant_label: bool,
     /// Settings that were ignored, one line each, for the operator.
     pub warnings: Vec<String>,
+}
+
+/// How long the HTTP edge waits for a client, and a tool call for its answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub header: Duration,
+    pub body: Duration,
+    pub request: Duration,
 }
 
 /// The variables alone, without the command line's own flags.
@@ -139,6 +176,11 @@ impl Variables {
             api_key: self.mcp_api_key,
             allowed_origins,
             body_limit: self.mcp_body_limit_bytes,
+            timeouts: Timeouts {
+                header: milliseconds(self.mcp_header_timeout_ms),
+                body: milliseconds(self.mcp_body_timeout_ms),
+                request: milliseconds(self.mcp_request_timeout_ms),
+            },
             store,
             embedder,
             knowledge_base,
@@ -148,6 +190,10 @@ impl Variables {
             warnings,
         })
     }
+}
+
+fn milliseconds(ms: usize) -> Duration {
+    Duration::from_millis(ms as u64)
 }
 
 /// Parses `args` (without the program name) after the variables `var` gives, each as its

@@ -15,7 +15,7 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     if cli.healthcheck {
-        cli::healthcheck(cli.variables.port)
+        cli::healthcheck(cli.variables.host, cli.variables.port)
     } else if cli.check_config {
         cli::check_config(cli.variables).await
     } else {
@@ -49,17 +49,17 @@ async fn serve(variables: Variables) -> ExitCode {
 
     let stopping = Arc::new(tokio::sync::Notify::new());
     let stop = Arc::clone(&stopping);
-    let server =
-        axum::serve(listener, http::router(Arc::clone(&app))).with_graceful_shutdown(async move {
+    let server = http::serve(
+        listener,
+        http::router(Arc::clone(&app)),
+        app.timeouts.header,
+        async move {
             shutdown::signal().await;
             stop.notify_one();
-        });
+        },
+    );
     tokio::select! {
-        result = server => {
-            if let Err(e) = result {
-                log::error("server_failed", &e.to_string(), &log::Fields::default());
-            }
-        }
+        () = server => {}
         // Requests still running at the deadline are abandoned; the flush must happen.
         _ = async { stopping.notified().await; tokio::time::sleep(shutdown::DRAIN_DEADLINE).await } => {}
     }

@@ -208,3 +208,224 @@ async fn the_index_budget_holds_however_memories_arrive() {
         assert!(server.metric("mcp_memory_index_bytes").await <= budget);
     }
 }
+
+/// A raw connection to `server`, for clients no HTTP library would be.
+async fn connect(server: &Running) -> tokio::net::TcpStream {
+    let address = server.url.trim_start_matches("http://");
+    tokio::net::TcpStream::connect(address).await.unwrap()
+}
+
+/// What the server sends before it closes the connection, and how long that took.
+async fn until_closed(stream: &mut tokio::net::TcpStream) -> (String, std::time::Duration) {
+    use tokio::io::AsyncReadExt;
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection was still open after 20 s");
+    (
+        String::from_utf8_lossy(&answer).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test]
+async fn slow_and_stalled_clients_are_cut_off_while_others_are_served() {
+    use tokio::io::AsyncWriteExt;
+    let served = serve(
+        "sqlite",
+        &[
+            ("MCP_HEADER_TIMEOUT_MS", "1000"),
+            ("MCP_BODY_TIMEOUT_MS", "1000"),
+        ],
+    )
+    .await;
+    let server = &served.server;
+
+    // Headers one byte at a time, slower than the timeout allows in all.
+    let mut slow = connect(server).await;
+    let trickle = tokio::spawn(async move {
+        for byte in b"POST /mcp HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaa" {
+            if slow.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        until_closed(&mut slow).await
+    });
+    // A body that stops halfway.
+    let mut stalled = connect(server).await;
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":")
+        .await
+        .unwrap();
+    // Meanwhile everyone else is served at once.
+    for n in 0..5 {
+        let stored = call(
+            server,
+            "acme",
+            "remember",
+            json!({"content": long_note(1000, n)}),
+        )
+        .await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    let (answer, took) = until_closed(&mut stalled).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within 1000 ms"), "{answer}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    let (answer, took) = trickle.await.unwrap();
+    assert!(!answer.contains("200 OK"), "{answer}");
+    // Cut off at about a second, long before the trickle would have ended.
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert_eq!(
+        call(server, "acme", "memory_stats", json!({})).await,
+        "[MEMORY] 5 memories for this project (project: 5)."
+    );
+}
+
+/// An endpoint that accepts connections and never answers.
+async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    (format!("http://{address}/v1"), held)
+}
+
+#[tokio::test]
+async fn a_hanging_dependency_ends_in_a_readable_error_at_the_deadline() {
+    let (url, _held) = black_hole().await;
+    let served = serve(
+        "sqlite",
+        &[
+            ("EMBEDDING_BASE_URL", &url),
+            ("MCP_REQUEST_TIMEOUT_MS", "700"),
+        ],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (text, is_error) = served
+        .server
+        .call_tool(
+            &[("x-tenant-id", "acme")],
+            "recall",
+            json!({"query": "anything"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("recall did not finish within 700 ms"),
+        "{text}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // The server itself is fine.
+    let health = reqwest::get(format!("{}/health", served.server.url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+/// Reads one request with a `Content-Length` body: a server that answers before the
+/// request is read is refused by the client as a protocol error.
+async fn read_request(stream: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let Ok(n) = stream.read(&mut buffer).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        seen.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&seen).to_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if seen.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+}
+
+/// An OpenAI-compatible endpoint whose answer never ends.
+async fn endless_answer() -> String {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                read_request(&mut stream).await;
+                let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+                let _ = stream.write_all(head).await;
+                let chunk = format!("10000\r\n{}\r\n", "1".repeat(0x10000));
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    format!("http://{address}/v1")
+}
+
+#[tokio::test]
+async fn an_endless_answer_from_the_embedder_is_refused_not_read() {
+    let url = endless_answer().await;
+    let served = serve("sqlite", &[("EMBEDDING_BASE_URL", &url)]).await;
+    let (text, is_error) = served
+        .server
+        .call_tool(
+            &[("x-tenant-id", "acme")],
+            "remember",
+            json!({"content": "a note"}),
+        )
+        .await;
+    assert!(
+        is_error && text.contains("more than 4194304 bytes"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn healthcheck_dials_the_address_the_server_listens_on() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = base_env(&stub, &dir.path().join("memory.db"));
+    let port = support::process::free_port().to_string();
+    env.insert("PORT".into(), port.clone());
+    // Another loopback address: a check that dials 127.0.0.1 finds nothing there.
+    env.insert("HOST".into(), "127.0.0.2".into());
+    let _server = support::process::command(&env).spawn().unwrap();
+    let url = format!("http://127.0.0.2:{port}/health");
+    let mut up = false;
+    for _ in 0..400 {
+        if reqwest::get(&url).await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(up, "the server never answered on 127.0.0.2");
+    let check = support::process::command(&env)
+        .arg("--healthcheck")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -40,6 +40,7 @@ impl BedrockEmbedder {
                     aws_sdk_bedrockruntime::config::Builder::from(&sdk)
                         .timeout_config(
                             TimeoutConfig::builder()
+                                .connect_timeout(Duration::from_secs(3))
                                 .operation_timeout(Duration::from_millis(TIMEOUT_MS))
                                 .build(),
                         )

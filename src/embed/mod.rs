@@ -28,6 +28,8 @@ pub enum EmbedError {
     /// `body` is the start of the service's answer; shown to the agent, never logged.
     #[error("the embedding service answered {status}{}", body.as_ref().map(|b| format!(": {b}")).unwrap_or_default())]
     Status { status: u16, body: Option<String> },
+    #[error("the embedding service answered more than {0} bytes; it is not an embedding")]
+    TooLarge(usize),
     #[error("the embedding service returned invalid JSON")]
     InvalidJson,
     #[error("the embedding service returned a response with no embedding in it")]

@@ -1,5 +1,6 @@
 //! Any OpenAI-compatible `/embeddings` endpoint (docs/behavior.md#openai-compatible): one POST per text, no
-//! `dimensions` parameter, a 10 s timeout and no retries of our own.
+//! `dimensions` parameter, a 10 s timeout (3 s to connect), an answer of at most 4 MiB,
+//! and no retries of our own.
 
 use std::time::Duration;
 
@@ -8,6 +9,10 @@ use async_trait::async_trait;
 use super::{EmbedError, Embedder, check_values, check_vector};
 
 const TIMEOUT_MS: u64 = 10_000;
+const CONNECT_TIMEOUT_MS: u64 = 3_000;
+/// The largest answer read: 3,072 numbers as JSON take about 70 KB, so this leaves room for
+/// any real model and stops an endpoint that streams without end.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// How much of an error body the agent gets to see.
 const BODY_EXCERPT_CHARS: usize = 200;
 
@@ -25,6 +30,7 @@ impl OpenAiEmbedder {
         OpenAiEmbedder {
             client: reqwest::Client::builder()
                 .timeout(Duration::from_millis(TIMEOUT_MS))
+                .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
                 .build()
                 .unwrap_or_default(),
             url: format!("{}/embeddings", base_url.trim_end_matches('/')),
@@ -47,7 +53,7 @@ impl Embedder for OpenAiEmbedder {
             .await
             .map_err(transport_error)?;
         let status = response.status();
-        let body = response.text().await.map_err(transport_error)?;
+        let body = read_capped(response).await?;
         if !status.is_success() {
             let excerpt: String = body.chars().take(BODY_EXCERPT_CHARS).collect();
             return Err(EmbedError::Status {
@@ -90,6 +96,18 @@ struct Answer {
 #[derive(serde::Deserialize)]
 struct Embedding {
     embedding: Vec<f64>,
+}
+
+/// The answer's body as text, refused once it passes `MAX_ANSWER_BYTES`.
+async fn read_capped(mut response: reqwest::Response) -> Result<String, EmbedError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(EmbedError::TooLarge(MAX_ANSWER_BYTES));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 fn transport_error(e: reqwest::Error) -> EmbedError {

@@ -3,6 +3,9 @@
 //! (docs/behavior.md#http-edge). The caller's identity is resolved here, once per request.
 
 mod auth;
+mod serve;
+
+pub use serve::serve;
 
 use std::sync::Arc;
 
@@ -113,7 +116,21 @@ async fn serve_mcp(
             "Not Acceptable: this server answers application/json",
         );
     }
-    let Ok(body) = axum::body::to_bytes(body, app.body_limit).await else {
+    let read = tokio::time::timeout(
+        app.timeouts.body,
+        axum::body::to_bytes(body, app.body_limit),
+    );
+    let Ok(read) = read.await else {
+        return rpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            -32600,
+            &format!(
+                "Request Timeout: the body did not arrive within {} ms",
+                app.timeouts.body.as_millis()
+            ),
+        );
+    };
+    let Ok(body) = read else {
         return rpc_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             -32600,

@@ -7,11 +7,18 @@ use crate::context::trim;
 
 pub const MAX_LIMIT: u64 = 50;
 
-/// `value` when its trim is non-empty; the untrimmed value is what the tool uses.
+/// `value` when its trim is non-empty and it holds no NUL; the untrimmed value is what the
+/// tool uses. NUL is refused on every store alike: PostgreSQL cannot hold it in text, and a
+/// memory must read the same wherever it is kept.
 pub fn non_blank<'a>(value: &'a str, name: &str) -> Result<&'a str, ToolError> {
     if trim(value).is_empty() {
         return Err(ToolError::Invalid(format!(
             "`{name}` is required and must be a non-empty string."
+        )));
+    }
+    if value.contains('\0') {
+        return Err(ToolError::Invalid(format!(
+            "`{name}` may not hold a NUL character (U+0000)."
         )));
     }
     Ok(value)
@@ -69,6 +76,8 @@ mod tests {
             let err = message(non_blank(bad, "query").unwrap_err());
             assert_eq!(err, "`query` is required and must be a non-empty string.");
         }
+        let err = message(non_blank("a\0b", "content").unwrap_err());
+        assert_eq!(err, "`content` may not hold a NUL character (U+0000).");
     }
 
     #[test]

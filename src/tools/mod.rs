@@ -15,7 +15,7 @@ mod schema;
 mod search_docs;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -54,6 +54,8 @@ pub struct ToolService {
     pub min_similarity: f64,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
+    /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
+    pub deadline: Duration,
     pub metrics: Arc<Metrics>,
     /// In the order `tools/list` shows them; a tool not offered is not callable either.
     tools: Vec<&'static dyn Tool>,
@@ -67,6 +69,7 @@ impl ToolService {
         docs: Option<Arc<dyn Library>>,
         min_similarity: f64,
         keyword_weight: f64,
+        deadline: Duration,
         metrics: Arc<Metrics>,
     ) -> Self {
         let tools = catalogue(store.exact_counts(), docs.is_some());
@@ -77,6 +80,7 @@ impl ToolService {
             docs,
             min_similarity,
             keyword_weight,
+            deadline,
             metrics,
             tools,
             list,
@@ -250,7 +254,21 @@ async fn answer(
     };
 
     let started = Instant::now();
-    let outcome = tool.run(service, ctx, args).await;
+    // A dependency that hangs past its own timeout, or a pile of them, still ends here
+    // (docs/behavior.md#deadlines).
+    let outcome = tokio::time::timeout(service.deadline, tool.run(service, ctx, args))
+        .await
+        .unwrap_or_else(|_| {
+            let shown = format!(
+                "{name} did not finish within {} ms; a write it was making may or may not \
+                 have landed (list_memories shows which)",
+                service.deadline.as_millis()
+            );
+            Err(ToolError::Dependency {
+                logged: shown.clone(),
+                shown,
+            })
+        });
     let fields = log::Fields {
         tenant: Some(ctx.tenant.as_str()),
         tool: Some(name),

@@ -237,7 +237,12 @@ impl Counters {
             None => {
                 let reading = self.read(tenant).await?;
                 let tally = Arc::new(reading.tally);
-                lock(&self.durable).insert(tenant.as_str().to_owned(), (now, Arc::clone(&tally)));
+                let mut durable = lock(&self.durable);
+                // Expired tallies are never served again: dropping them here bounds the cache
+                // by the tenants read in the last minute, however many names callers make up.
+                durable.retain(|_, (at, _)| now - *at < CACHE_MS);
+                durable.insert(tenant.as_str().to_owned(), (now, Arc::clone(&tally)));
+                drop(durable);
                 if let Some(plan) = reading.compaction {
                     self.compact_in_background(plan);
                 }
