@@ -2,9 +2,9 @@
 //! labelled with the version of the store it shows. The store is the truth: an index is
 //! built from it on first use, this process's own writes update it in place, and a search
 //! that finds the store at another version than the label (another process wrote) builds
-//! it again. What "version" means is the store's: SQLite's `data_version`, read under its
-//! connection's lock (`current`); PostgreSQL's per-tenant `memory_versions`, read by a query
-//! (`Coherence`, `search`). Past the budget the least recently used
+//! it again. What "version" means is the store's: both keep a per-tenant `memory_versions`
+//! row that triggers bump; SQLite reads it under its connection's lock (`current`),
+//! PostgreSQL by a query (`Coherence`, `search`). Past the budget the least recently used
 //! tenants are dropped, to be rebuilt when next needed.
 
 use std::collections::HashMap;

@@ -1,14 +1,18 @@
 //! What recall reads, kept in memory per tenant: the search index (`crate::search`) and,
 //! beside it, each memory whole, so a search answers without reading a row. The file stays
 //! the truth: the tenant cache (`search::cache`) builds a tenant's index from it on first
-//! use, this process updates it on every write it makes, and an index is built again once
-//! another process has written to the file. The version is SQLite's `data_version`, which
-//! moves whenever another connection commits: one version for every tenant of the file,
-//! read under the connection's lock (`TenantCache::current`).
+//! use, this process updates it on every write it makes, and another process's write is
+//! caught by the tenant's two versions in `memory_versions`, kept by triggers (SCHEMA) and
+//! read under the connection's lock: a change to the memories (`memories`, the cache's
+//! label) builds the index again; a change to counted uses alone (`uses`: another process's
+//! recall) only reads the tenant's counts again (`refresh_uses`), so one process's recalls
+//! no longer make every other process rebuild every tenant.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
@@ -24,17 +28,59 @@ pub(super) struct TenantIndex {
     memories: Vec<Mutex<Arc<Memory>>>,
     /// What the memories beside the index take, kept as they come and go.
     memory_bytes: usize,
+    /// Each memory's uses as counted in its own row (older releases count there), by
+    /// position: what `memory_uses` adds to.
+    own_counts: Vec<Counts>,
+    /// The tenant's `uses` version the counts show.
+    uses: AtomicI64,
+}
+
+/// A memory's uses: how many, and the last.
+type Counts = (u64, Option<i64>);
+
+/// A tenant's two versions (SCHEMA's `memory_versions`); both 0 before its first write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Versions {
+    pub memories: Version,
+    pub uses: Version,
+}
+
+impl Versions {
+    pub fn read(conn: &Connection, tenant: &str) -> rusqlite::Result<Versions> {
+        let read = conn
+            .prepare_cached("SELECT memories, uses FROM memory_versions WHERE tenant_id = ?1")?
+            .query_row(params![tenant], |r| {
+                Ok(Versions {
+                    memories: r.get(0)?,
+                    uses: r.get(1)?,
+                })
+            })
+            .optional()?;
+        Ok(read.unwrap_or(Versions {
+            memories: 0,
+            uses: 0,
+        }))
+    }
 }
 
 impl TenantIndex {
-    pub fn load(conn: &Connection, tenant: &str, width: usize) -> rusqlite::Result<TenantIndex> {
+    /// The tenant's index as the file holds it; `uses` is the version read before the rows.
+    pub fn load(
+        conn: &Connection,
+        tenant: &str,
+        width: usize,
+        uses: Version,
+    ) -> rusqlite::Result<TenantIndex> {
         let mut index = TenantIndex {
             search: SearchIndex::new(width),
             memories: Vec::new(),
             memory_bytes: 0,
+            own_counts: Vec::new(),
+            uses: AtomicI64::new(uses),
         };
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS}, m.embedding, m.terms FROM {MEMORIES} WHERE m.tenant_id = ?1"
+            "SELECT {COLUMNS}, m.embedding, m.terms, m.access_count, m.last_accessed_at \
+             FROM {MEMORIES} WHERE m.tenant_id = ?1"
         ))?;
         let mut rows = stmt.query(params![tenant])?;
         while let Some(row) = rows.next()? {
@@ -48,13 +94,19 @@ impl TenantIndex {
                     .collect(),
                 None => search::terms(&memory.content),
             };
-            index.push(memory, &from_blob(row.get_ref(11)?.as_blob()?), &terms);
+            let own = (row.get::<_, i64>(13)?.max(0) as u64, row.get(14)?);
+            index.add(memory, own, &from_blob(row.get_ref(11)?.as_blob()?), &terms);
         }
         index.memories.shrink_to_fit();
         Ok(index)
     }
 
+    /// Adds a memory this process has just written: it has no uses yet.
     pub fn push(&mut self, memory: Memory, vector: &[f32], terms: &[String]) {
+        self.add(memory, (0, None), vector, terms);
+    }
+
+    fn add(&mut self, memory: Memory, own: Counts, vector: &[f32], terms: &[String]) {
         let entry = Entry {
             id: &memory.id,
             scope: memory.scope,
@@ -66,6 +118,51 @@ impl TenantIndex {
         self.search.push(entry, vector, terms);
         self.memory_bytes += weight(&memory);
         self.memories.push(Mutex::new(Arc::new(memory)));
+        self.own_counts.push(own);
+    }
+
+    /// The tenant's `uses` version its counts show.
+    pub fn uses(&self) -> Version {
+        self.uses.load(Ordering::Relaxed)
+    }
+
+    /// Notes that this process's write moved the tenant's uses from `from` to `to`, when
+    /// the counts showed `from` (they are read again at the next search otherwise).
+    pub fn moved_uses(&self, from: Version, to: Version) {
+        let _ = (self.uses).compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Reads every count of the tenant again, as the file holds it at `version`: what
+    /// another process's recalls changed. Only the small `memory_uses` rows are read.
+    pub fn refresh_uses(
+        &self,
+        conn: &Connection,
+        tenant: &str,
+        version: Version,
+    ) -> rusqlite::Result<()> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, access_count, last_accessed_at FROM memory_uses WHERE tenant_id = ?1",
+        )?;
+        let counted: HashMap<String, Counts> = stmt
+            .query_map(params![tenant], |r| {
+                Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        for (position, own) in self.own_counts.iter().enumerate() {
+            let mut shared = lock(&self.memories[position]);
+            let (access, last) = match counted.get(&shared.id) {
+                // `COLUMNS` adds them up the same way (None is below every time).
+                Some((n, last)) => (own.0 + n, own.1.max(*last)),
+                None => *own,
+            };
+            if (shared.access_count, shared.last_accessed_at) != (access, last) {
+                let memory = Arc::make_mut(&mut shared);
+                memory.access_count = access;
+                memory.last_accessed_at = last;
+            }
+        }
+        self.uses.store(version, Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn remove(&mut self, id: &str) {
@@ -77,6 +174,7 @@ impl TenantIndex {
     /// Takes the memory at `position` out as the search index did (`Vec::swap_remove`).
     fn take_out(&mut self, position: search::Position) {
         let gone = self.memories.swap_remove(position.index());
+        self.own_counts.swap_remove(position.index());
         self.memory_bytes -= weight(&lock(&gone));
     }
 
@@ -148,9 +246,4 @@ fn weight(memory: &Memory) -> usize {
 /// A poisoned lock still holds a whole memory: a panic cannot leave one half-written.
 fn lock(memory: &Mutex<Arc<Memory>>) -> MutexGuard<'_, Arc<Memory>> {
     memory.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The file's `data_version` on this store's connection.
-pub(super) fn data_version(conn: &Connection) -> rusqlite::Result<Version> {
-    conn.query_row("PRAGMA data_version", [], |r| r.get(0))
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use index::{TenantIndex, data_version};
+use index::{TenantIndex, Versions};
 
 use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
@@ -64,6 +64,40 @@ CREATE TABLE IF NOT EXISTS memory_uses (
 CREATE TRIGGER IF NOT EXISTS memory_uses_follow_deletes AFTER DELETE ON memories BEGIN
   DELETE FROM memory_uses WHERE tenant_id = OLD.tenant_id AND id = OLD.id;
 END;
+-- Each tenant's two change signals (index.rs): `memories` moves with any change to a
+-- memory's row, `uses` with any change to its counted uses, whoever makes it (another
+-- process, an older release, an operator). Versions only grow.
+CREATE TABLE IF NOT EXISTS memory_versions (
+  tenant_id TEXT PRIMARY KEY,
+  memories  INTEGER NOT NULL DEFAULT 0,
+  uses      INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_inserted_version AFTER INSERT ON memories BEGIN
+  INSERT INTO memory_versions (tenant_id, memories) VALUES (NEW.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_deleted_version AFTER DELETE ON memories BEGIN
+  INSERT INTO memory_versions (tenant_id, memories) VALUES (OLD.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_updated_version AFTER UPDATE ON memories BEGIN
+  INSERT INTO memory_versions (tenant_id, memories) VALUES (OLD.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
+  INSERT INTO memory_versions (tenant_id, memories) VALUES (NEW.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memory_uses_inserted_version AFTER INSERT ON memory_uses BEGIN
+  INSERT INTO memory_versions (tenant_id, uses) VALUES (NEW.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memory_uses_updated_version AFTER UPDATE ON memory_uses BEGIN
+  INSERT INTO memory_versions (tenant_id, uses) VALUES (NEW.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS memory_uses_deleted_version AFTER DELETE ON memory_uses BEGIN
+  INSERT INTO memory_versions (tenant_id, uses) VALUES (OLD.tenant_id, 1)
+    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
+END;
 ";
 
 /// `?2` is the request's conversation or NULL (docs/behavior.md#visibility).
@@ -107,7 +141,8 @@ impl SqliteStore {
         // (the default is 2 MiB) keeps those pages in memory instead of re-reading them.
         conn.pragma_update(None, "cache_size", -16_384)
             .map_err(failed)?;
-        conn.execute_batch(SCHEMA).map_err(failed)?;
+        // Under the write lock, so processes opening a new file at once create it once.
+        (conn.execute_batch(&format!("BEGIN IMMEDIATE;{SCHEMA}COMMIT;"))).map_err(failed)?;
         index_terms(&mut conn).map_err(failed)?;
         let stored_width: Option<usize> = conn
             .query_row(
@@ -197,10 +232,12 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
 
 /// Gives every memory its terms: a file written before keyword recall has none.
 fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
-    let has_terms: bool = conn
+    // Checked under the write lock: two processes opening an old file at once must not
+    // both add the column.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let has_terms: bool = tx
         .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'terms'")?
         .exists([])?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if !has_terms {
         tx.execute_batch("ALTER TABLE memories ADD COLUMN terms TEXT")?;
     }
@@ -238,9 +275,10 @@ impl MemoryStore for SqliteStore {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
             // same fact in between our check and our insert.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let version = data_version(&tx)?;
-            let slot =
-                indexes.current(&tenant, version, || TenantIndex::load(&tx, &tenant, width))?;
+            let before = Versions::read(&tx, &tenant)?;
+            let slot = indexes.current(&tenant, before.memories, || {
+                TenantIndex::load(&tx, &tenant, width, before.uses)
+            })?;
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
@@ -266,10 +304,11 @@ impl MemoryStore for SqliteStore {
                     terms.join(" "),
                 ],
             )?;
+            // The write lock is held: the only change since `before` is this insert.
+            let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
             let memory = memory.into_memory();
-            // This connection's own commit leaves its `data_version` where it was.
-            indexes.apply(&tenant, &slot, version, version, |index| {
+            indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
                 index.push(memory.clone(), &embedding, &terms)
             });
             Ok(Remembered::Stored(memory))
@@ -296,11 +335,19 @@ impl MemoryStore for SqliteStore {
             // index), not while the index is searched, so searches run in parallel.
             let slot = {
                 let conn = lock(&conn)?;
-                let version = data_version(&conn).map_err(failed)?;
-                (indexes.current(&tenant, version, || {
-                    TenantIndex::load(&conn, &tenant, width)
+                let now = Versions::read(&conn, &tenant).map_err(failed)?;
+                let slot = (indexes.current(&tenant, now.memories, || {
+                    TenantIndex::load(&conn, &tenant, width, now.uses)
                 }))
-                .map_err(failed)?
+                .map_err(failed)?;
+                // Another process counted uses since: read the counts, not the whole index.
+                let behind = slot.read_held(|index| index.uses() != now.uses);
+                if behind == Some(true) {
+                    (slot.read_held(|index| index.refresh_uses(&conn, &tenant, now.uses)))
+                        .transpose()
+                        .map_err(failed)?;
+                }
+                slot
             };
             let query = Query {
                 vector: &vector,
@@ -348,13 +395,20 @@ impl MemoryStore for SqliteStore {
         let seen = conversation_of(visibility);
         let id = id.to_owned();
         self.with_conn(move |conn, indexes, _| {
-            let version = data_version(conn)?;
-            let deleted = conn.execute(
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let before = Versions::read(&tx, &tenant)?;
+            let deleted = tx.execute(
                 &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
                 params![tenant, seen, id],
             )? > 0;
+            let after = Versions::read(&tx, &tenant)?;
+            tx.commit()?;
             if let Some(slot) = indexes.held(&tenant).filter(|_| deleted) {
-                indexes.apply(&tenant, &slot, version, version, |index| index.remove(&id));
+                indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
+                    index.remove(&id);
+                    // Its uses went with it, and nothing else changed.
+                    index.moved_uses(before.uses, after.uses);
+                });
             }
             Ok(deleted)
         })
@@ -398,7 +452,8 @@ impl MemoryStore for SqliteStore {
         let visibility = visibility.clone();
         self.with_conn(move |conn, indexes, _| {
             let seen = conversation_of(&visibility);
-            let tx = conn.transaction()?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let before = Versions::read(&tx, &tenant)?;
             {
                 let mut stmt = tx.prepare_cached(&format!(
                     "INSERT INTO memory_uses (tenant_id, id, access_count, last_accessed_at) \
@@ -412,9 +467,17 @@ impl MemoryStore for SqliteStore {
                     stmt.execute(params![tenant, seen, id, at])?;
                 }
             }
+            let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
             if let Some(slot) = indexes.held(&tenant) {
-                slot.read_held(|index| index.record_access(&visibility, &ids, at));
+                // Counts that were already behind are read again at the next search, this
+                // write included: counting it here too would count it twice.
+                slot.read_held(|index| {
+                    if index.uses() == before.uses {
+                        index.record_access(&visibility, &ids, at);
+                        index.moved_uses(before.uses, after.uses);
+                    }
+                });
             }
             Ok(())
         })
@@ -440,6 +503,9 @@ impl MemoryStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
     use crate::memory::Scope;
     use crate::search::cache::BUDGET_BYTES;
     use crate::store::MemoryStore;
@@ -556,6 +622,92 @@ mod tests {
         assert_eq!(words(&b, "first").await, 1);
     }
 
+    async fn by_content(store: &super::SqliteStore) -> HashMap<String, Arc<crate::memory::Memory>> {
+        let hits = suite::nearest(
+            store,
+            &tenant("acme"),
+            &seen_from(None),
+            &direction(0, 0.0),
+            5,
+        )
+        .await
+        .unwrap();
+        (hits.into_iter())
+            .map(|h| (h.memory.content.clone(), h.memory))
+            .collect()
+    }
+
+    /// Another process's recalls change only counts: this process reads them again, and
+    /// keeps its index (every memory it did not see used is the very same one).
+    #[tokio::test]
+    async fn another_process_counting_uses_does_not_rebuild_this_ones_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        let (a, b) = (
+            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
+        );
+        let (acme, everyone) = (tenant("acme"), seen_from(None));
+        let used = store_one(
+            &a,
+            "acme",
+            note("used", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        store_one(
+            &a,
+            "acme",
+            note("unused", T0 + 1, Scope::Project, None),
+            &direction(1, 0.0),
+        )
+        .await;
+        let before = by_content(&a).await;
+        for at in 0..3 {
+            b.record_access(&acme, &everyone, &[&used], T0 + 10 + at)
+                .await
+                .unwrap();
+        }
+        let after = by_content(&a).await;
+        assert_eq!(
+            (after["used"].access_count, after["used"].last_accessed_at),
+            (3, Some(T0 + 12))
+        );
+        assert!(
+            Arc::ptr_eq(&before["unused"], &after["unused"]),
+            "the index was rebuilt for a change of counts"
+        );
+        // A's own count lands once, on top of B's.
+        a.record_access(&acme, &everyone, &[&used], T0 + 20)
+            .await
+            .unwrap();
+        assert_eq!(by_content(&a).await["used"].access_count, 4);
+        assert_eq!(by_content(&b).await["used"].access_count, 4);
+    }
+
+    /// Two processes opening a file from before keyword recall at the same moment both
+    /// start: one adds the column, the other finds it.
+    #[test]
+    fn two_processes_opening_an_old_file_at_once_both_start() {
+        for round in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(format!("old-{round}.db"));
+            old_file(&path);
+            let opened: Vec<_> = (0..2)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || {
+                        super::SqliteStore::open(&path, 8, BUDGET_BYTES).map(|_| ())
+                    })
+                })
+                .collect();
+            for opening in opened {
+                let result = opening.join().unwrap();
+                assert!(result.is_ok(), "{:?}", result.err().map(|e| e.to_string()));
+            }
+        }
+    }
+
     /// Uses counted in the row (as older releases do) add to those counted now, a reopened
     /// file's index reads the same, and the uses leave with their memory.
     #[tokio::test]
@@ -608,35 +760,38 @@ mod tests {
         assert_eq!(uses, 0);
     }
 
-    /// A file written before keyword recall existed gets its words at the next boot.
-    #[tokio::test]
-    async fn a_file_from_before_keyword_recall_is_indexed_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.db");
-        {
-            let conn = rusqlite::Connection::open(&path).unwrap();
-            // The previous release's table, exactly.
-            conn.execute_batch(
-                "CREATE TABLE memories (
+    /// A file as the release before keyword recall left it, with one memory.
+    fn old_file(path: &std::path::Path) {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        // The previous release's table, exactly.
+        conn.execute_batch(
+            "CREATE TABLE memories (
                    tenant_id TEXT NOT NULL, id TEXT NOT NULL, content TEXT NOT NULL,
                    memory_type TEXT NOT NULL, category TEXT, tags TEXT NOT NULL DEFAULT '[]',
                    created_at INTEGER NOT NULL, scope TEXT NOT NULL DEFAULT 'project',
                    conversation TEXT, trust_base REAL NOT NULL DEFAULT 1,
                    embedding BLOB NOT NULL, access_count INTEGER NOT NULL DEFAULT 0,
                    last_accessed_at INTEGER, PRIMARY KEY (tenant_id, id)) WITHOUT ROWID;",
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO memories (tenant_id, id, content, memory_type, created_at, embedding) \
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO memories (tenant_id, id, content, memory_type, created_at, embedding) \
                  VALUES ('acme', ?1, 'the cache is redis 7 on port 6380', 'project', ?2, ?3)",
-                rusqlite::params![
-                    crate::memory::new_id(T0),
-                    T0,
-                    super::to_blob(&direction(0, 0.0))
-                ],
-            )
-            .unwrap();
-        }
+            rusqlite::params![
+                crate::memory::new_id(T0),
+                T0,
+                super::to_blob(&direction(0, 0.0))
+            ],
+        )
+        .unwrap();
+    }
+
+    /// A file written before keyword recall existed gets its words at the next boot.
+    #[tokio::test]
+    async fn a_file_from_before_keyword_recall_is_indexed_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        old_file(&path);
         let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let found = suite::keyword_hits(
             &store,
