@@ -122,6 +122,39 @@ pub struct Reading {
     pub tally: Tally,
     /// Set when enough old shards have piled up to be worth folding.
     pub compaction: Option<Compaction>,
+    /// What the tally holds of this pod's own shards: every one up to the watermark (in the
+    /// merged file), and those listed above it.
+    pub seen: Seen,
+}
+
+/// Which of this pod's shards a reading holds.
+#[derive(Default)]
+pub struct Seen {
+    watermark: String,
+    listed: HashSet<String>,
+}
+
+impl Seen {
+    fn holds(&self, key: &str) -> bool {
+        self.listed.contains(key) || file_name(key) <= self.watermark.as_str()
+    }
+}
+
+/// Durable counts as one reading found them, served from memory for a minute.
+struct Durable {
+    /// When the reading began: a shard written after this may be missing from it.
+    at: i64,
+    tally: Arc<Tally>,
+    seen: Seen,
+}
+
+/// Uses this pod wrote to a shard (or is writing) in the last minute. A cached reading
+/// that does not hold the shard does not count them yet, so they are added to it: a pod's
+/// own counts never vanish between its flush and its next durable read.
+struct Written {
+    key: String,
+    at: i64,
+    tally: Tally,
 }
 
 /// A fold of old shards into the merged file, planned from one read.
@@ -148,7 +181,8 @@ pub struct Counters {
     clock: Clock,
     compact_threshold: usize,
     pending: Mutex<HashMap<String, Tally>>,
-    durable: Mutex<HashMap<String, (i64, Arc<Tally>)>>,
+    durable: Mutex<HashMap<String, Arc<Durable>>>,
+    written: Mutex<HashMap<String, Vec<Written>>>,
     compacting: Mutex<HashSet<String>>,
 }
 
@@ -166,6 +200,7 @@ impl Counters {
             compact_threshold,
             pending: Mutex::default(),
             durable: Mutex::default(),
+            written: Mutex::default(),
             compacting: Mutex::default(),
         }
     }
@@ -196,11 +231,12 @@ impl Counters {
         );
     }
 
-    /// Writes each tenant's pending deltas to a new shard. The deltas leave memory before
-    /// the write, so a failed write loses them rather than risking a double count; the
-    /// first failure stops the flush and the remaining tenants wait for the next one.
-    pub async fn flush(&self) -> Result<(), FlushFailed> {
+    /// Writes each tenant's pending deltas to a new shard, every tenant whatever the others
+    /// do. The deltas leave `pending` before the write, so a failed write loses them rather
+    /// than risking a double count; each failure is returned.
+    pub async fn flush(&self) -> Result<(), Vec<FlushFailed>> {
         let tenants: Vec<String> = lock(&self.pending).keys().cloned().collect();
+        let mut failures = Vec::new();
         for tenant in tenants {
             let Some(deltas) = lock(&self.pending).remove(&tenant) else {
                 continue;
@@ -216,40 +252,75 @@ impl Counters {
                 self.pod
             );
             let body = to_json(&deltas).to_string().into_bytes();
+            // Counted as written from before the write: a reading that lists the shard
+            // while it lands holds it, and one that does not gets it from here.
+            self.note_written(&tenant, &key, now, deltas);
             if let Err(error) = self.objects.put(&key, body, Condition::Always).await {
-                return Err(FlushFailed { tenant, error });
+                if let Some(list) = lock(&self.written).get_mut(&tenant) {
+                    list.retain(|w| w.key != key);
+                }
+                failures.push(FlushFailed { tenant, error });
             }
         }
-        Ok(())
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures)
+        }
     }
 
-    /// The tenant's usage: durable counts (cached for a minute) plus this pod's own
-    /// pending uses, so a pod sees its own recalls at once. May start a compaction in the
-    /// background; never waits for one.
+    /// Keeps what a flush wrote for a minute, the longest a reading that may lack it is
+    /// served; older entries, and tenants left with none, go.
+    fn note_written(&self, tenant: &str, key: &str, now: i64, tally: Tally) {
+        let mut written = lock(&self.written);
+        written.retain(|_, list| {
+            list.retain(|w| now - w.at < CACHE_MS);
+            !list.is_empty()
+        });
+        written.entry(tenant.to_owned()).or_default().push(Written {
+            key: key.to_owned(),
+            at: now,
+            tally,
+        });
+    }
+
+    /// The tenant's usage: durable counts (cached for a minute), plus what this pod wrote
+    /// that they do not hold yet, plus its pending uses, so a pod sees its own recalls at
+    /// once and never loses sight of them. May start a compaction in the background; never
+    /// waits for one.
     pub async fn load(self: &Arc<Self>, tenant: &Tenant) -> Result<Tally, ObjectError> {
         let now = (self.clock)();
         let cached = lock(&self.durable)
             .get(tenant.as_str())
-            .filter(|(at, _)| now - at < CACHE_MS)
-            .map(|(_, tally)| Arc::clone(tally));
+            .filter(|durable| now - durable.at < CACHE_MS)
+            .map(Arc::clone);
         let durable = match cached {
-            Some(tally) => tally,
+            Some(durable) => durable,
             None => {
                 let reading = self.read(tenant).await?;
-                let tally = Arc::new(reading.tally);
-                let mut durable = lock(&self.durable);
+                let durable = Arc::new(Durable {
+                    at: now,
+                    tally: Arc::new(reading.tally),
+                    seen: reading.seen,
+                });
+                let mut cache = lock(&self.durable);
                 // Expired tallies are never served again: dropping them here bounds the cache
                 // by the tenants read in the last minute, however many names callers make up.
-                durable.retain(|_, (at, _)| now - *at < CACHE_MS);
-                durable.insert(tenant.as_str().to_owned(), (now, Arc::clone(&tally)));
-                drop(durable);
+                cache.retain(|_, cached| now - cached.at < CACHE_MS);
+                cache.insert(tenant.as_str().to_owned(), Arc::clone(&durable));
+                drop(cache);
                 if let Some(plan) = reading.compaction {
                     self.compact_in_background(plan);
                 }
-                tally
+                durable
             }
         };
-        let mut tally = (*durable).clone();
+        let mut tally = (*durable.tally).clone();
+        if let Some(written) = lock(&self.written).get(tenant.as_str()) {
+            for w in written.iter().filter(|w| !durable.seen.holds(&w.key)) {
+                add_all(&mut tally, &w.tally);
+            }
+        }
         if let Some(pending) = lock(&self.pending).get(tenant.as_str()) {
             add_all(&mut tally, pending);
         }
@@ -303,6 +374,14 @@ impl Counters {
         let mut tally = merged.clone();
         let old_enough = (self.clock)() - LAG_MS;
         let mut absorbable = Vec::new();
+        let own = format!("-{}.json", self.pod);
+        let seen = Seen {
+            listed: (shards.iter())
+                .filter(|(key, _)| key.ends_with(&own))
+                .map(|(key, _)| key.clone())
+                .collect(),
+            watermark: watermark.clone(),
+        };
         for (key, shard) in shards {
             let Some(shard) = shard else {
                 log::error(
@@ -326,7 +405,11 @@ impl Counters {
             etag,
             absorbable,
         });
-        Ok(Reading { tally, compaction })
+        Ok(Reading {
+            tally,
+            compaction,
+            seen,
+        })
     }
 
     /// Folds the planned shards into the merged file if nobody changed it since it was

@@ -30,8 +30,14 @@ use vectors::Vectors;
 
 /// Counting stops after this many index keys, and says its figures are lower bounds.
 const STATS_SCAN_CAP: usize = 10_000;
-/// A listing filtered by type or conversation reads index keys in pages this large.
+/// A listing filtered by type or conversation reads index keys in pages this large...
 const FILTERED_PAGE: usize = 1_000;
+/// ...and looks at most this many of the newest keys, so a filter that matches nothing
+/// never lists a whole tenant.
+const LISTING_SCAN_CAP: usize = 10_000;
+/// The longest shutdown waits for `remember`s still writing (each AWS call has its own
+/// timeout, README "Timeouts"), before the final flush.
+const WRITES_DRAIN: Duration = Duration::from_secs(45);
 
 /// Where the memories are and how the counters behave.
 #[derive(Debug, Clone)]
@@ -47,10 +53,13 @@ pub struct S3Settings {
 }
 
 pub struct S3Store {
-    vectors: Vectors,
+    vectors: Arc<Vectors>,
     objects: Arc<dyn Objects>,
     counters: Arc<Counters>,
-    flusher: tokio::task::JoinHandle<()>,
+    flusher: Flusher,
+    /// Held (shared) by every `remember` writing, which finishes even if its request is
+    /// dropped; shutdown takes it whole, so it waits for them.
+    writes: Arc<tokio::sync::RwLock<()>>,
     state_bucket: String,
     /// `STATS_SCAN_CAP`, except in tests that need to reach it quickly.
     stats_scan_cap: usize,
@@ -74,13 +83,14 @@ impl S3Store {
             settings.compact_threshold,
         ));
         S3Store {
-            vectors: Vectors::new(
+            vectors: Arc::new(Vectors::new(
                 aws_sdk_s3vectors::Client::new(&sdk),
                 &settings.vector_bucket,
                 &settings.vector_index,
-            ),
+            )),
             objects,
-            flusher: flush_periodically(Arc::clone(&counters), settings.flush_every),
+            flusher: Flusher::start(Arc::clone(&counters), settings.flush_every),
+            writes: Arc::default(),
             counters,
             state_bucket: settings.state_bucket.clone(),
             stats_scan_cap: STATS_SCAN_CAP,
@@ -115,7 +125,7 @@ impl S3Store {
     }
 
     /// Index keys under the tenant's prefix, newest first, that `keep` accepts, until
-    /// `limit` are found or the keys run out.
+    /// `limit` are found, the keys run out, or `LISTING_SCAN_CAP` keys have been read.
     async fn scan_index(
         &self,
         tenant: &Tenant,
@@ -126,12 +136,15 @@ impl S3Store {
         let prefix = index::prefix(tenant);
         let mut found = Vec::new();
         let mut after: Option<String> = None;
-        while found.len() < limit {
+        let mut scanned = 0;
+        while found.len() < limit && scanned < LISTING_SCAN_CAP {
+            let page = page.min(LISTING_SCAN_CAP - scanned);
             let keys = self
                 .objects
                 .list(&prefix, after.as_deref(), page)
                 .await
                 .map_err(state_failed)?;
+            scanned += keys.len();
             found.extend(
                 keys.iter()
                     .filter_map(|k| Entry::parse(k))
@@ -149,29 +162,61 @@ impl S3Store {
 
 impl Drop for S3Store {
     fn drop(&mut self) {
-        self.flusher.abort();
+        if let Some((task, _)) = lock(&self.flusher.0).take() {
+            task.abort();
+        }
     }
 }
 
 /// The flush timer; it lives on the runtime, so it never keeps the process alive.
-fn flush_periodically(counters: Arc<Counters>, every: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(every);
-        ticks.tick().await;
-        loop {
+struct Flusher(std::sync::Mutex<Option<(tokio::task::JoinHandle<()>, Arc<tokio::sync::Notify>)>>);
+
+impl Flusher {
+    fn start(counters: Arc<Counters>, every: Duration) -> Flusher {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
             ticks.tick().await;
-            if let Err(failed) = counters.flush().await {
-                log::error(
-                    "stats_flush_failed",
-                    &failed.error.to_string(),
-                    &log::Fields {
-                        tenant: Some(&failed.tenant),
-                        ..Default::default()
-                    },
-                );
+            loop {
+                // A flush under way is never cut short: the stop is seen between flushes.
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    () = stopped.notified() => return,
+                }
+                if let Err(failures) = counters.flush().await {
+                    log_flush_failures(&failures);
+                }
             }
-        }
-    })
+        });
+        Flusher(std::sync::Mutex::new(Some((task, stop))))
+    }
+
+    /// Stops the timer and waits for a flush it has under way.
+    async fn stop(&self) {
+        let Some((task, stop)) = lock(&self.0).take() else {
+            return;
+        };
+        stop.notify_one();
+        let _ = task.await;
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn log_flush_failures(failures: &[counters::FlushFailed]) {
+    for failed in failures {
+        log::error(
+            "stats_flush_failed",
+            &failed.error.to_string(),
+            &log::Fields {
+                tenant: Some(&failed.tenant),
+                ..Default::default()
+            },
+        );
+    }
 }
 
 fn state_failed(e: objects::ObjectError) -> StoreError {
@@ -230,18 +275,41 @@ impl MemoryStore for S3Store {
         let index_key = index_key(tenant, &memory)
             .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
         let vector_key = vectors::key(tenant, &memory.id);
-        // Vector first: an index key with no memory behind it would list as a gap.
-        self.vectors.put(&vector_key, embedding, &metadata).await?;
-        if let Err(e) = self
-            .objects
-            .put(&index_key, Vec::new(), Condition::Always)
-            .await
-        {
+        let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
+        let (embedding, tenant) = (embedding.to_vec(), tenant.clone());
+        let writing = Arc::clone(&self.writes).read_owned().await;
+        // Both writes or neither, whatever happens to the request: they run on their own
+        // task, which a dropped request or a draining server does not stop.
+        let landed = tokio::spawn(async move {
+            let _writing = writing;
+            // Vector first: an index key with no memory behind it would list as a gap.
+            vectors.put(&vector_key, &embedding, &metadata).await?;
+            let Err(e) = objects.put(&index_key, Vec::new(), Condition::Always).await else {
+                return Ok(());
+            };
             // Unlisted memories would still be recalled and counted as duplicates, so take
             // the vector back and let the agent retry the whole write.
-            let _ = self.vectors.delete(&[vector_key]).await;
-            return Err(state_failed(e));
-        }
+            let failed = state_failed(e);
+            match vectors.delete(&[vector_key]).await {
+                Ok(()) => Err(failed),
+                Err(undo) => {
+                    let fields = log::Fields {
+                        tenant: Some(tenant.as_str()),
+                        ..Default::default()
+                    };
+                    log::error("remember_undo_failed", &undo.to_string(), &fields);
+                    Err(StoreError::unavailable(
+                        "S3: the memory's vector was written but its index key was not, and \
+                         the vector could not be taken back, so recall may find it while \
+                         list_memories does not",
+                        failed,
+                    ))
+                }
+            }
+        });
+        landed
+            .await
+            .map_err(|e| StoreError::unavailable("S3 write task", e))??;
         Ok(Remembered::Stored(memory))
     }
 
@@ -379,10 +447,30 @@ impl MemoryStore for S3Store {
         Ok(())
     }
 
+    /// At shutdown: stops the flush timer, waits for `remember`s still writing, then
+    /// writes every tenant's pending counts, each failure logged apart.
     async fn flush(&self) -> Result<(), StoreError> {
-        self.counters.flush().await.map_err(|failed| {
-            StoreError::unavailable("the usage counters could not be written", failed.error)
-        })
+        self.flusher.stop().await;
+        if tokio::time::timeout(WRITES_DRAIN, self.writes.write())
+            .await
+            .is_err()
+        {
+            log::error(
+                "remember_drain_timed_out",
+                "memories still being written at shutdown were left to finish on their own",
+                &log::Fields::default(),
+            );
+        }
+        let Err(failures) = self.counters.flush().await else {
+            return Ok(());
+        };
+        log_flush_failures(&failures);
+        let tenants = failures.len();
+        let first = failures.into_iter().next().map(|f| f.error);
+        Err(StoreError::unavailable(
+            format!("the usage counters of {tenants} tenant(s) could not be written"),
+            first.map_or_else(|| "unknown".to_owned(), |e| e.to_string()),
+        ))
     }
 
     fn describe(&self) -> String {

@@ -553,3 +553,79 @@ async fn lost_races_are_preconditions_and_everything_else_propagates() {
             .contains("InternalError")
     );
 }
+
+/// A `remember` whose request is dropped at any point lands in both the vector index and
+/// the recency index, or in neither: what recall finds, list shows.
+#[tokio::test]
+async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
+    let store = fresh().await;
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    for (i, wait_us) in [0u64, 100, 300, 600, 1_000, 2_000, 4_000, 8_000, 16_000]
+        .into_iter()
+        .enumerate()
+    {
+        let m = note(
+            &format!("dropped request number {i}"),
+            T0 + i as i64,
+            Scope::Project,
+            None,
+        );
+        let vector = direction(i % 8, 0.1 * i as f32);
+        let writing = store.remember(&acme, &everyone, m, &vector);
+        let _ = tokio::time::timeout(Duration::from_micros(wait_us), writing).await;
+    }
+    // What was started finishes on its own; shutdown would wait for it the same way.
+    drop(store.writes.write().await);
+    let listed: std::collections::BTreeSet<String> = (store.list(&acme, &everyone, None, 50).await)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let mut recalled = std::collections::BTreeSet::new();
+    for axis in 0..8 {
+        for hit in suite::nearest(&store, &acme, &everyone, &direction(axis, 0.0), 30)
+            .await
+            .unwrap()
+        {
+            recalled.insert(hit.memory.id.clone());
+        }
+    }
+    assert_eq!(listed, recalled);
+    assert!(!listed.is_empty(), "the later, slower drops landed");
+}
+
+/// Shutdown's flush stops the timer first, then writes every tenant's counts.
+#[tokio::test]
+async fn the_final_flush_stops_the_timer_and_writes_every_tenant() {
+    let mut settings = buckets().await;
+    settings.flush_every = Duration::from_millis(50);
+    let store = S3Store::open(&settings).await;
+    let everyone = seen_from(None);
+    let mut stored = Vec::new();
+    for (i, who) in ["acme", "globex", "initech"].into_iter().enumerate() {
+        let m = note(&format!("a fact of {who}"), T0, Scope::Project, None);
+        stored.push((who, store_one(&store, who, m, &direction(i, 0.0)).await));
+    }
+    for (who, m) in &stored {
+        store
+            .record_access(&tenant(who), &everyone, &[m], T0 + 1)
+            .await
+            .unwrap();
+    }
+    store.flush().await.unwrap();
+    let shards = |who: &str| {
+        let objects = Arc::clone(&store.objects);
+        let prefix = format!("stats/{who}/shard/");
+        async move { objects.list(&prefix, None, 100).await.unwrap().len() }
+    };
+    for (who, _) in &stored {
+        assert_eq!(shards(who).await, 1, "{who}");
+    }
+    // Counted after the final flush: no timer is left to write it.
+    store
+        .record_access(&tenant("acme"), &everyone, &[&stored[0].1], T0 + 2)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(shards("acme").await, 1, "the timer was stopped");
+}

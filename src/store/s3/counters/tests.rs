@@ -21,6 +21,8 @@ struct Bucket {
     conditional_put_fails: Mutex<Option<ObjectError>>,
     deletes_fail: Mutex<bool>,
     puts_fail: Mutex<bool>,
+    /// Fail only the puts of keys under this prefix.
+    puts_fail_under: Mutex<Option<String>>,
     deleted: Mutex<Vec<String>>,
 }
 
@@ -39,7 +41,10 @@ impl Objects for Bucket {
         body: Vec<u8>,
         condition: Condition<'_>,
     ) -> Result<(), ObjectError> {
-        if *lock(&self.puts_fail) {
+        let failing = lock(&self.puts_fail_under)
+            .as_ref()
+            .is_some_and(|prefix| key.starts_with(prefix.as_str()));
+        if *lock(&self.puts_fail) || failing {
             return Err(super::super::objects::failed("PutObject", "InternalError"));
         }
         if condition != Condition::Always
@@ -366,26 +371,65 @@ async fn the_cache_serves_durable_counts_for_a_minute() {
 }
 
 #[tokio::test]
-async fn a_failed_flush_loses_its_deltas_and_stops_there() {
+async fn a_failed_flush_loses_its_deltas_and_every_other_tenant_is_written() {
     let bucket = Arc::new(Bucket::default());
     let time = Time::new();
     let a = pod(&bucket, "a", &time, 20);
-    a.record(&acme(), "m1", T0);
-    a.record(&Tenant::new_unchecked("other".into()), "m1", T0);
-    *lock(&bucket.puts_fail) = true;
+    let tenants = ["acme", "other", "third"].map(|t| Tenant::new_unchecked(t.into()));
+    for tenant in &tenants {
+        a.record(tenant, "m1", T0);
+    }
+    *lock(&bucket.puts_fail_under) = Some(shard_prefix("other"));
     let failed = a.flush().await.unwrap_err();
-    assert!(matches!(failed.error, ObjectError::Failed { .. }));
-    *lock(&bucket.puts_fail) = false;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].tenant, "other");
+    assert!(matches!(failed[0].error, ObjectError::Failed { .. }));
+    *lock(&bucket.puts_fail_under) = None;
     a.flush().await.unwrap();
-    // Whichever tenant failed lost its use; the other was written by the next flush.
-    let lost = Tenant::new_unchecked(failed.tenant.clone());
-    let kept = if failed.tenant == "acme" {
-        Tenant::new_unchecked("other".into())
-    } else {
-        acme()
-    };
-    assert_eq!(access(&a.read(&lost).await.unwrap().tally, "m1"), 0);
-    assert_eq!(access(&a.read(&kept).await.unwrap().tally, "m1"), 1);
+    for tenant in &tenants {
+        let lost = tenant.as_str() == "other";
+        assert_eq!(
+            access(&a.read(tenant).await.unwrap().tally, "m1"),
+            u64::from(!lost)
+        );
+        // What failed to land is not counted from memory either.
+        assert_eq!(
+            access(&a.load(tenant).await.unwrap(), "m1"),
+            u64::from(!lost)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_pods_own_counts_never_vanish_between_its_flush_and_its_next_read() {
+    let bucket = Arc::new(Bucket::default());
+    let time = Time::new();
+    let a = pod(&bucket, "a", &time, 1);
+    let b = pod(&bucket, "b", &time, 1);
+    // A durable reading is cached before the uses are counted and flushed.
+    assert!(a.load(&acme()).await.unwrap().is_empty());
+    for round in 1..=4u64 {
+        a.record(&acme(), "m1", T0);
+        b.record(&acme(), "m1", T0);
+        assert_eq!(access(&a.load(&acme()).await.unwrap(), "m1"), 2 * round - 1);
+        a.flush().await.unwrap();
+        b.flush().await.unwrap();
+        // The cached reading predates both shards: a's own still count, b's wait for
+        // the next reading.
+        assert_eq!(access(&a.load(&acme()).await.unwrap(), "m1"), 2 * round - 1);
+        time.advance(CACHE_MS / 2);
+        let now = a.load(&acme()).await.unwrap();
+        time.advance(CACHE_MS / 2);
+        let fresh = a.load(&acme()).await.unwrap();
+        // Whether read again or not, never counted twice; once read again, everything.
+        assert!(access(&now, "m1") >= 2 * round - 1 && access(&now, "m1") <= 2 * round);
+        assert_eq!(access(&fresh, "m1"), 2 * round, "round {round}");
+        // Folded into the merged file as it goes, and still counted once.
+        time.advance(LAG_MS);
+        settle(&a, &acme()).await;
+    }
+    assert_eq!(access(&a.load(&acme()).await.unwrap(), "m1"), 8);
+    assert_eq!(access(&b.load(&acme()).await.unwrap(), "m1"), 8);
 }
 
 #[tokio::test]
