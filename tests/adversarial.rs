@@ -429,3 +429,130 @@ async fn healthcheck_dials_the_address_the_server_listens_on() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// A tool call that may find the server gone: its text, or None.
+async fn try_call(
+    url: &str,
+    tenant_name: &str,
+    tool: &str,
+    args: serde_json::Value,
+) -> Option<String> {
+    let reply: serde_json::Value = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .header("x-tenant-id", tenant_name)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}}))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The ids the store holds, read from the store itself.
+async fn stored_ids(env: &HashMap<String, String>) -> std::collections::BTreeSet<String> {
+    let url = &env["DATABASE_URL"];
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn.prepare("SELECT id FROM memories").unwrap();
+        return stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+    }
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM memories")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    ids.into_iter().collect()
+}
+
+#[tokio::test]
+async fn every_acknowledged_write_survives_a_kill_mid_stream() {
+    use std::sync::{Arc, Mutex};
+    for store in ["sqlite", "postgres"] {
+        let mut served = serve(store, &[]).await;
+        let mut doomed = Vec::new();
+        for n in 0..12 {
+            let stored = call(
+                &served.server,
+                "acme",
+                "remember",
+                json!({"content": long_note(5000, n)}),
+            )
+            .await;
+            doomed.push(support::stored_id(&stored));
+        }
+        let remembered = Arc::new(Mutex::new(Vec::new()));
+        let forgotten = Arc::new(Mutex::new(Vec::new()));
+        let mut writers = tokio::task::JoinSet::new();
+        for writer in 0..6 {
+            let (url, remembered) = (served.server.url.clone(), Arc::clone(&remembered));
+            writers.spawn(async move {
+                for n in 0.. {
+                    let content = long_note(6000 + writer, n);
+                    let Some(text) =
+                        try_call(&url, "acme", "remember", json!({"content": content})).await
+                    else {
+                        return;
+                    };
+                    remembered.lock().unwrap().push(support::stored_id(&text));
+                }
+            });
+        }
+        let (url, gone) = (served.server.url.clone(), Arc::clone(&forgotten));
+        writers.spawn(async move {
+            for id in doomed {
+                let Some(text) = try_call(&url, "acme", "forget", json!({"id": id})).await else {
+                    return;
+                };
+                assert!(text.contains("Deleted"), "{text}");
+                gone.lock().unwrap().push(id);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &served.server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        while writers.join_next().await.is_some() {}
+        let (remembered, forgotten) = (
+            remembered.lock().unwrap().clone(),
+            forgotten.lock().unwrap().clone(),
+        );
+        assert!(
+            remembered.len() > 10 && !forgotten.is_empty(),
+            "{store}: the kill came too early"
+        );
+
+        // Restarted on the same store, it opens and holds every acknowledged write.
+        served.server = start(&mut served.env).await;
+        let held = stored_ids(&served.env).await;
+        for id in &remembered {
+            assert!(
+                held.contains(id),
+                "{store}: an acknowledged memory was lost"
+            );
+        }
+        for id in &forgotten {
+            assert!(
+                !held.contains(id),
+                "{store}: an acknowledged forget came back"
+            );
+        }
+        let stats = call(&served.server, "acme", "memory_stats", json!({})).await;
+        assert!(
+            stats.contains(&format!("{} memories", held.len())),
+            "{store}: {stats}"
+        );
+    }
+}
