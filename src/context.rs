@@ -267,4 +267,36 @@ mod tests {
         let ctx = resolve(&headers(&[("x-tenant-id", "t")])).unwrap();
         assert_eq!(ctx.conversation, None);
     }
+
+    proptest::proptest! {
+        /// Any header bytes: an identity that obeys every rule, or a refusal naming the
+        /// header; never a panic, and never a tenant other than the trimmed value.
+        #[test]
+        fn any_header_value_is_a_valid_identity_or_a_named_refusal(
+            tenant in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            conversation in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            let mut map = HeaderMap::new();
+            let (Ok(t), Ok(c)) = (HeaderValue::from_bytes(&tenant), HeaderValue::from_bytes(&conversation)) else {
+                return Ok(());
+            };
+            map.insert(EXPLICIT_TENANT, t);
+            map.insert(CONVERSATION, c);
+            match resolve(&map) {
+                Ok(ctx) => {
+                    let given = String::from_utf8_lossy(&tenant);
+                    proptest::prop_assert_eq!(ctx.tenant.as_str(), trim(&given));
+                    proptest::prop_assert!(is_slug(ctx.tenant.as_str()));
+                    proptest::prop_assert!(ctx.tenant.as_str().len() <= MAX_TENANT_CHARS);
+                    if let Some(conversation) = ctx.conversation {
+                        proptest::prop_assert!(conversation.as_str().bytes().all(|b| (0x21..=0x7e).contains(&b)));
+                    }
+                }
+                Err(refusal) => proptest::prop_assert!(
+                    refusal.starts_with(EXPLICIT_TENANT) || refusal.starts_with(CONVERSATION),
+                    "{}", refusal
+                ),
+            }
+        }
+    }
 }

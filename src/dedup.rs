@@ -118,4 +118,19 @@ mod tests {
         assert_eq!(find_duplicate(text, &hits).unwrap().memory.content, text);
         assert!(find_duplicate(text, &[]).is_none());
     }
+
+    proptest::proptest! {
+        /// Word overlap is a similarity: symmetric, within [0, 1], 1 for a text with words
+        /// against itself, lowercased or wrapped in punctuation.
+        #[test]
+        fn word_overlap_is_a_similarity(a in "\\PC{0,50}", b in "\\PC{0,50}") {
+            let (ab, ba) = (word_overlap(&a, &b), word_overlap(&b, &a));
+            proptest::prop_assert_eq!(ab, ba);
+            proptest::prop_assert!((0.0..=1.0).contains(&ab));
+            if !words(&a).is_empty() {
+                proptest::prop_assert_eq!(word_overlap(&a, &a), 1.0);
+                proptest::prop_assert_eq!(word_overlap(&a, &format!("¿{}!", a.to_lowercase())), 1.0);
+            }
+        }
+    }
 }

@@ -146,4 +146,24 @@ mod tests {
         assert_eq!(t("한"), ["한"]);
         assert_eq!(t("Rust와"), ["rust", "와"]);
     }
+
+    proptest::proptest! {
+        /// Any text: terms are non-empty, lowercase and free of separators; a text joined
+        /// from two parts by a space has the terms of both, in order; query terms are the
+        /// distinct terms.
+        #[test]
+        fn terms_of_any_text_are_clean_and_compose(a in "\\PC{0,60}", b in "\\PC{0,60}") {
+            let (ta, tb) = (terms(&a), terms(&b));
+            for term in ta.iter().chain(&tb) {
+                proptest::prop_assert!(!term.is_empty());
+                proptest::prop_assert!(!term.chars().any(char::is_whitespace), "{:?}", term);
+                proptest::prop_assert_eq!(term, &term.to_lowercase());
+            }
+            let joined = terms(&format!("{a} {b}"));
+            proptest::prop_assert_eq!(joined, [ta.clone(), tb].concat());
+            let distinct = query_terms(&a);
+            proptest::prop_assert_eq!(distinct.len(), distinct.iter().collect::<HashSet<_>>().len());
+            proptest::prop_assert!(distinct.iter().all(|q| ta.contains(q)));
+        }
+    }
 }

@@ -152,16 +152,28 @@ pub async fn postgres_database() -> String {
 
 /// Fresh S3 buckets on the emulator, for MCP_MEMORY_TEST_STORE=s3.
 #[cfg(feature = "s3")]
-async fn s3_store(env: &mut HashMap<String, String>) {
+pub async fn s3_store(env: &mut HashMap<String, String>) {
     let (vector_bucket, state_bucket) = aws::buckets(DIMENSION).await;
     env.remove("DATABASE_URL");
     env.insert("VECTOR_BUCKET".into(), vector_bucket);
     env.insert("STATE_BUCKET".into(), state_bucket);
     env.insert("S3_FORCE_PATH_STYLE".into(), "true".into());
+    // A child process gets only its own variables: these point it at the emulator.
+    for name in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_EC2_METADATA_DISABLED",
+    ] {
+        if let Ok(value) = std::env::var(name) {
+            env.insert(name.into(), value);
+        }
+    }
 }
 
 #[cfg(not(feature = "s3"))]
-async fn s3_store(_: &mut HashMap<String, String>) {
+pub async fn s3_store(_: &mut HashMap<String, String>) {
     panic!("MCP_MEMORY_TEST_STORE=s3 needs --features s3")
 }
 

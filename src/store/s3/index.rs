@@ -205,4 +205,37 @@ mod tests {
                 .is_none()
         );
     }
+
+    proptest::proptest! {
+        /// Any memory's key parses back to its id, type and audience, and lists in time
+        /// order, newest first.
+        #[test]
+        fn every_key_parses_back_and_sorts_newest_first(
+            tenant in "[a-z0-9][a-z0-9._-]{0,20}",
+            times in (0u64..(1 << 48), 0u64..(1 << 48)),
+            random in proptest::prelude::any::<u128>(),
+            conversation in proptest::option::of("[!-~]{1,40}"),
+            kind in 0usize..4,
+        ) {
+            let tenant = Tenant::new_unchecked(tenant);
+            let memory_type = [MemoryType::Project, MemoryType::Pattern, MemoryType::Reference, MemoryType::Conversation][kind];
+            let conversation = conversation.map(Conversation::new_unchecked);
+            let scope = if conversation.is_some() { Scope::Conversation } else { Scope::Project };
+            let id = |ms: u64| format!("{}{}", encode_time(ms), &format!("{:016X}", random)[..16]);
+            let (older, newer) = (times.0.min(times.1), times.0.max(times.1));
+            let keys: Vec<String> = [older, newer]
+                .iter()
+                .map(|ms| key(&tenant, &id(*ms), memory_type, scope, conversation.as_ref()).unwrap())
+                .collect();
+            let entry = Entry::parse(&keys[0]).unwrap();
+            proptest::prop_assert_eq!(&entry.id, &id(older));
+            proptest::prop_assert_eq!(entry.memory_type.as_str(), memory_type.as_str());
+            proptest::prop_assert_eq!(entry.digest.clone(), conversation.as_ref().map(digest));
+            proptest::prop_assert!(entry.visible_to(conversation.as_ref().map(digest).as_deref()));
+            proptest::prop_assert_eq!(entry.visible_to(None), conversation.is_none());
+            proptest::prop_assert!(keys[0].starts_with(&prefix(&tenant)));
+            proptest::prop_assert!(keys[1] <= keys[0], "newer sorts first");
+            proptest::prop_assert_eq!(ulid_time(&id(older)), Some(older));
+        }
+    }
 }

@@ -100,6 +100,9 @@ CREATE TRIGGER IF NOT EXISTS memory_uses_deleted_version AFTER DELETE ON memory_
 END;
 ";
 
+/// How long a statement waits for another process's lock on the file.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `?2` is the request's conversation or NULL (docs/behavior.md#visibility).
 const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
 /// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables.
@@ -131,10 +134,8 @@ impl SqliteStore {
             })?;
         }
         let mut conn = Connection::open(path).map_err(failed)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(failed)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(failed)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
+        into_wal(&conn).map_err(failed)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(failed)?;
         // Searches never read rows, but every recall updates a few: 16 MiB of page cache
@@ -179,6 +180,24 @@ impl SqliteStore {
             self.width,
         );
         blocking(move || work(&mut *lock(&conn)?, &indexes, width).map_err(failed)).await
+    }
+}
+
+/// Switches the file to WAL. The switch needs the file to itself and SQLite answers "busy"
+/// at once instead of waiting (another process opening the file at the same moment), so it
+/// is retried for as long as the busy timeout.
+fn into_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            done => return done,
+        }
     }
 }
 
