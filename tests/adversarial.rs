@@ -556,3 +556,63 @@ async fn every_acknowledged_write_survives_a_kill_mid_stream() {
         );
     }
 }
+
+/// An S3 and S3 Vectors endpoint that fails every call as AWS does under an outage.
+async fn failing_aws() -> String {
+    use axum::http::StatusCode;
+    let app = axum::Router::new().fallback(|| async {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [("content-type", "application/xml")],
+            "<?xml version=\"1.0\"?><Error><Code>InternalError</Code><Message>an outage</Message></Error>",
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn an_aws_outage_is_a_readable_tool_error_and_the_server_stays_up() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = base_env(&stub, &dir.path().join("unused.db"));
+    env.remove("DATABASE_URL");
+    for (k, v) in [
+        ("VECTOR_BUCKET", "vectors"),
+        ("STATE_BUCKET", "state"),
+        ("S3_FORCE_PATH_STYLE", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ] {
+        env.insert(k.into(), v.into());
+    }
+    env.insert("AWS_ENDPOINT_URL".into(), failing_aws().await);
+    let server = start(&mut env).await;
+    for (tool, args) in [
+        ("remember", json!({"content": "a fact to keep"})),
+        ("recall", json!({"query": "a fact"})),
+        ("list_memories", json!({})),
+        ("memory_stats", json!({})),
+        ("forget", json!({"id": "01JAAAAAAAAAAAAAAAAAAAAAAA"})),
+    ] {
+        let (text, is_error) = server
+            .call_tool(&[("x-tenant-id", "acme")], tool, args)
+            .await;
+        assert!(is_error, "{tool}: {text}");
+        assert!(
+            text.contains("could not complete this request") && text.contains("InternalError"),
+            "{tool}: {text}"
+        );
+    }
+    let health = reqwest::get(format!("{}/health", server.url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(server.metric("mcp_memory_requests_in_flight").await >= 0.0);
+    let exited = server.terminate().await;
+    assert_eq!(exited.code, Some(0), "{}", exited.stderr);
+}

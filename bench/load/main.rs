@@ -15,8 +15,11 @@
 //! equal what was seeded plus what the server said it stored, and its newest memories must
 //! be listed: any error or lost write fails the benchmark.
 //!
+//! Then resident memory against tenants and memory sizes, with and without a small
+//! `INDEX_BUDGET_MB` (`resident.rs`).
+//!
 //! `LOAD_QUICK=1` runs one second per run at concurrency 8 only (a smoke test of the bench);
-//! `LOAD_ONLY=1x10000w384,model` runs only the shapes named (tenants x memories w width), and
+//! `LOAD_ONLY=1x10000w384,model,resident` runs only the parts named (tenants x memories w width), and
 //! `LOAD_CONCURRENCY=1,8` only those client counts; `LOAD_SECONDS=20` measures each run for
 //! that long (for a profiler to attach); `LOAD_BINARY=/path/to/mcp-memory` runs another
 //! build of the server (to compare two builds in alternating runs: the server starts with
@@ -27,6 +30,7 @@ mod corpus;
 mod drive;
 #[path = "../postgres.rs"]
 mod postgres;
+mod resident;
 mod scan;
 mod seed;
 mod server;
@@ -186,6 +190,9 @@ async fn main() {
                 .shape(*backend, shape, &concurrency, &reference, None)
                 .await;
         }
+    }
+    if wanted("resident") {
+        bench.resident(&backends).await;
     }
     if !wanted("model") {
     } else if let Some(model) = local_model() {

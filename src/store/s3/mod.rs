@@ -323,6 +323,10 @@ impl MemoryStore for S3Store {
         let hits = self
             .nearest_visible(tenant, visibility, query.vector, query.k)
             .await?;
+        if hits.is_empty() {
+            // Nothing to rank: no counts read, and none kept for a tenant that holds nothing.
+            return Ok(Matches::default());
+        }
         let tally = self.usage(tenant).await?;
         let hits = hits
             .into_iter()
