@@ -241,5 +241,35 @@ async fn recall_by_paraphrase_end_to_end() {
     )
     .await;
     assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
+
+    // A burst far past what the model's queue holds (256 texts): the overflow is told at
+    // once that the model is busy, every other call is answered, and the server goes on.
+    let burst: Vec<_> = (0..600)
+        .map(|n| {
+            let query = format!(
+                "question {n} about deploys, {}",
+                "releases and rollbacks ".repeat(12)
+            );
+            tokio::spawn(call("recall", serde_json::json!({"query": query})))
+        })
+        .collect();
+    let mut busy = 0;
+    for answer in burst {
+        let answer = answer.await.unwrap();
+        if answer.contains("the embedding model is busy") {
+            assert!(answer.contains("try again"), "{answer}");
+            busy += 1;
+        } else {
+            assert!(answer.starts_with("[MEMORY]"), "{answer}");
+        }
+    }
+    assert!(busy > 0 && busy < 600, "{busy} of 600 were refused as busy");
+    eprintln!("{busy} of 600 were refused as busy");
+    let after = call(
+        "recall",
+        serde_json::json!({"query": "What command runs the tests?"}),
+    )
+    .await;
+    assert!(after.contains("make test"), "{after}");
     server.kill().await.unwrap();
 }
