@@ -26,17 +26,7 @@ fn aws_env(vector_bucket: &str, state_bucket: &str) -> HashMap<String, String> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    for name in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_EC2_METADATA_DISABLED",
-    ] {
-        if let Ok(value) = std::env::var(name) {
-            env.insert(name.into(), value);
-        }
-    }
+    support::aws::point_at_emulator(&mut env);
     env
 }
 

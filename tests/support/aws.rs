@@ -65,3 +65,19 @@ pub async fn buckets(width: usize) -> (String, String) {
         .unwrap();
     (vector_bucket, state_bucket)
 }
+
+/// A child process gets only the variables it is given: these point its AWS clients at the
+/// emulator, as `scripts/with-aws.sh` points this one.
+pub fn point_at_emulator(env: &mut std::collections::HashMap<String, String>) {
+    for name in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_EC2_METADATA_DISABLED",
+    ] {
+        if let Ok(value) = std::env::var(name) {
+            env.insert(name.into(), value);
+        }
+    }
+}

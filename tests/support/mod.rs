@@ -158,18 +158,7 @@ pub async fn s3_store(env: &mut HashMap<String, String>) {
     env.insert("VECTOR_BUCKET".into(), vector_bucket);
     env.insert("STATE_BUCKET".into(), state_bucket);
     env.insert("S3_FORCE_PATH_STYLE".into(), "true".into());
-    // A child process gets only its own variables: these point it at the emulator.
-    for name in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_EC2_METADATA_DISABLED",
-    ] {
-        if let Ok(value) = std::env::var(name) {
-            env.insert(name.into(), value);
-        }
-    }
+    aws::point_at_emulator(env);
 }
 
 #[cfg(not(feature = "s3"))]
