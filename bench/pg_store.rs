@@ -156,6 +156,7 @@ async fn main() {
                     created_at: now,
                     scope: Scope::Project,
                     conversation: None,
+                    replaces: None,
                 };
                 let v = vector(20_000_000 + i as u64, dim);
                 let t = Instant::now();

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::memory::Hit;
+use crate::memory::{Hit, NewMemory};
 
 /// How many neighbours the duplicate check looks at.
 pub const NEIGHBOURS: usize = 5;
@@ -37,11 +37,14 @@ pub fn word_overlap(a: &str, b: &str) -> f64 {
     shared as f64 / (a.len() + b.len() - shared) as f64
 }
 
-/// The existing memory that already says `content`, if any. `neighbours` must already be
-/// limited to what the writer may see; their order does not matter.
-pub fn find_duplicate<'a>(content: &str, neighbours: &'a [Hit]) -> Option<&'a Hit> {
+/// The existing memory that already says `memory`'s content, if any: never the memory it
+/// replaces (a correction is not a repeat). `neighbours` must already be limited to what
+/// the writer may see; their order does not matter.
+pub fn find_duplicate<'a>(memory: &NewMemory, neighbours: &'a [Hit]) -> Option<&'a Hit> {
+    let content = memory.content.as_str();
     let nearest = neighbours
         .iter()
+        .filter(|n| Some(&n.memory.id) != memory.replaces.as_ref())
         .max_by(|a, b| a.similarity.total_cmp(&b.similarity))?;
     (nearest.similarity >= MIN_SIMILARITY
         && word_overlap(content, &nearest.memory.content) >= MIN_WORD_OVERLAP)
@@ -51,23 +54,24 @@ pub fn find_duplicate<'a>(content: &str, neighbours: &'a [Hit]) -> Option<&'a Hi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{MemoryType, NewMemory, Scope};
+    use crate::memory::{MemoryType, Scope};
+
+    fn new(content: &str) -> NewMemory {
+        NewMemory {
+            id: content.into(),
+            content: content.into(),
+            memory_type: MemoryType::Project,
+            category: None,
+            tags: vec![],
+            created_at: 0,
+            scope: Scope::Project,
+            conversation: None,
+            replaces: None,
+        }
+    }
 
     fn hit(content: &str, similarity: f64) -> Hit {
-        Hit::new(
-            NewMemory {
-                id: content.into(),
-                content: content.into(),
-                memory_type: MemoryType::Project,
-                category: None,
-                tags: vec![],
-                created_at: 0,
-                scope: Scope::Project,
-                conversation: None,
-            }
-            .into_memory(),
-            similarity,
-        )
+        Hit::new(new(content).into_memory(), similarity)
     }
 
     #[test]
@@ -100,11 +104,12 @@ mod tests {
     #[test]
     fn a_repeat_must_be_close_in_meaning_and_in_words() {
         let text = "we deploy with blue green releases";
-        assert!(find_duplicate(text, &[hit(text, 0.95)]).is_some());
-        assert!(find_duplicate(text, &[hit(text, 0.92)]).is_some());
-        assert!(find_duplicate(text, &[hit(text, 0.9199)]).is_none());
+        let m = new(text);
+        assert!(find_duplicate(&m, &[hit(text, 0.95)]).is_some());
+        assert!(find_duplicate(&m, &[hit(text, 0.92)]).is_some());
+        assert!(find_duplicate(&m, &[hit(text, 0.9199)]).is_none());
         // A paraphrase is close in meaning but shares too few words.
-        assert!(find_duplicate(text, &[hit("releases go out blue/green style", 0.95)]).is_none());
+        assert!(find_duplicate(&m, &[hit("releases go out blue/green style", 0.95)]).is_none());
     }
 
     #[test]
@@ -115,8 +120,35 @@ mod tests {
             hit(text, 0.99),
             hit("pnpm", 0.93),
         ];
-        assert_eq!(find_duplicate(text, &hits).unwrap().memory.content, text);
-        assert!(find_duplicate(text, &[]).is_none());
+        assert_eq!(
+            find_duplicate(&new(text), &hits).unwrap().memory.content,
+            text
+        );
+        assert!(find_duplicate(&new(text), &[]).is_none());
+    }
+
+    #[test]
+    fn a_correction_is_not_a_repeat_of_what_it_replaces_but_of_anything_else() {
+        let text = "use pnpm not npm";
+        let mut correction = new(text);
+        correction.replaces = Some(text.into());
+        // `hit` ids are their content: the neighbour is the memory being replaced.
+        assert!(find_duplicate(&correction, &[hit(text, 0.99)]).is_none());
+        let third = Hit::new(
+            NewMemory {
+                id: "third".into(),
+                ..new(text)
+            }
+            .into_memory(),
+            0.97,
+        );
+        assert_eq!(
+            find_duplicate(&correction, &[hit(text, 0.99), third])
+                .unwrap()
+                .memory
+                .id,
+            "third"
+        );
     }
 
     proptest::proptest! {

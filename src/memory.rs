@@ -172,6 +172,8 @@ pub struct Memory {
     pub access_count: u64,
     /// Milliseconds since the Unix epoch; `None` until first recalled.
     pub last_accessed_at: Option<i64>,
+    /// The id of the memory this one took the place of (`remember`'s `replaces`).
+    pub replaces: Option<String>,
 }
 
 /// A memory as `remember` hands it to the store, before it is written.
@@ -185,6 +187,8 @@ pub struct NewMemory {
     pub created_at: i64,
     pub scope: Scope,
     pub conversation: Option<Conversation>,
+    /// The id of a memory the writer can see that this one takes the place of.
+    pub replaces: Option<String>,
 }
 
 impl NewMemory {
@@ -201,6 +205,7 @@ impl NewMemory {
             trust_base: 1.0,
             access_count: 0,
             last_accessed_at: None,
+            replaces: self.replaces,
         }
     }
 }
@@ -274,6 +279,7 @@ mod tests {
             created_at: 0,
             scope,
             conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+            replaces: None,
         }
         .into_memory()
     }

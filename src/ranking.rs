@@ -319,6 +319,7 @@ mod tests {
             created_at: NOW - age_days * DAY,
             scope: Scope::Project,
             conversation: None,
+            replaces: None,
         }
         .into_memory();
         m.access_count = access_count;

@@ -812,3 +812,108 @@ async fn stored_text_cannot_forge_a_result_or_a_verdict() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_correction_replaces_the_stale_memory_for_everyone_who_sees_it() {
+    let s = TestServer::start().await;
+    let stale = stored_id(
+        &s.ok(
+            ACME,
+            "remember",
+            json!({"content": "staging deploys run from the jenkins box"}),
+        )
+        .await,
+    );
+    let theirs = stored_id(
+        &s.ok(
+            GLOBEX,
+            "remember",
+            json!({"content": "globex deploys with argo"}),
+        )
+        .await,
+    );
+    let corrected = s
+        .ok(
+            ACME,
+            "remember",
+            json!({"content": "staging deploys run from github actions", "replaces": stale, "category": "decision"}),
+        )
+        .await;
+    let fresh = stored_id(&corrected.replacen(&format!(", replacing {stale}"), "", 1));
+    assert!(
+        corrected.starts_with(&format!("[MEMORY] Stored as {fresh}, replacing {stale}.")),
+        "{corrected}"
+    );
+    assert!(
+        corrected.contains(&format!("replaces {stale})")),
+        "{corrected}"
+    );
+    let listed = s.ok(ACME, "list_memories", json!({})).await;
+    assert!(
+        listed.contains(&fresh) && !listed.contains(&format!("[id:{stale}]")),
+        "{listed}"
+    );
+    let recalled = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "where do staging deploys run"}),
+        )
+        .await;
+    assert!(!recalled.contains(&format!("[id:{stale}]")), "{recalled}");
+    let forgot = s.ok(ACME, "forget", json!({"id": stale})).await;
+    assert!(forgot.contains("No memory"), "{forgot}");
+
+    // Another tenant's id, a forgotten one, or a made-up one: refused by name, nothing written.
+    for old in [
+        theirs.as_str(),
+        stale.as_str(),
+        "01JZZZZZZZZZZZZZZZZZZZZZZZ",
+    ] {
+        let (text, is_error) = s
+            .call(
+                ACME,
+                "remember",
+                json!({"content": "a correction of something", "replaces": old}),
+            )
+            .await;
+        assert!(is_error, "{text}");
+        assert_eq!(
+            text,
+            format!(
+                "Error: `replaces` names no memory this caller can see: {old}. Nothing was written."
+            )
+        );
+    }
+    for (args, expected) in [
+        (
+            json!({"content": "c", "replaces": 42}),
+            "Input validation error",
+        ),
+        (
+            json!({"content": "c", "replaces": "  "}),
+            "Error: `replaces` is required and must be a non-empty string.",
+        ),
+        (
+            json!({"content": "c", "replaces": "01J\u{0}"}),
+            "Error: `replaces` may not hold a NUL character (U+0000).",
+        ),
+        (
+            json!({"content": "c", "replaces": "x".repeat(129)}),
+            "Error: `replaces` may be at most 128 bytes",
+        ),
+    ] {
+        let (text, is_error) = s.call(ACME, "remember", args.clone()).await;
+        assert!(is_error && text.starts_with(expected), "{args}: {text}");
+    }
+    assert!(
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .starts_with("[MEMORY] 1 memory")
+    );
+    assert!(
+        s.ok(GLOBEX, "list_memories", json!({}))
+            .await
+            .contains(&theirs)
+    );
+}

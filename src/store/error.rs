@@ -31,6 +31,10 @@ pub enum StoreError {
         limit: usize,
         message: String,
     },
+    /// An argument names a memory the caller cannot see: another tenant's, another
+    /// conversation's, unknown or already gone. The caller's to fix; nothing was written.
+    #[error("`{field}` names no memory this caller can see: {id}. Nothing was written.")]
+    NotVisible { field: &'static str, id: String },
     /// The store holds vectors of another width than this deployment embeds with.
     #[error(
         "{location} holds {stored}-dimensional embeddings but EMBEDDING_DIM is {configured}; \
@@ -49,6 +53,13 @@ impl StoreError {
         StoreError::Unavailable {
             what: what.into(),
             cause: cause.into(),
+        }
+    }
+
+    pub fn not_visible(field: &'static str, id: &str) -> StoreError {
+        StoreError::NotVisible {
+            field,
+            id: id.to_owned(),
         }
     }
 

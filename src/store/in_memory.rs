@@ -83,15 +83,27 @@ impl MemoryStore for InMemoryStore {
     async fn remember(
         &self,
         tenant: &Tenant,
-        dedup_scope: &Visibility,
+        visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
         let mut rows = self.rows.lock().expect("lock");
+        let replaced = match &memory.replaces {
+            Some(id) => Some(
+                (rows.iter())
+                    .position(|(t, m, _)| t == tenant && m.id == *id && visibility.can_see(m))
+                    .ok_or_else(|| StoreError::not_visible("replaces", id))?,
+            ),
+            None => None,
+        };
+        let dedup_scope = visibility.for_dedup(memory.scope);
         let neighbours =
-            Self::nearest_locked(&rows, tenant, dedup_scope, embedding, dedup::NEIGHBOURS);
-        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+            Self::nearest_locked(&rows, tenant, &dedup_scope, embedding, dedup::NEIGHBOURS);
+        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+        }
+        if let Some(position) = replaced {
+            rows.remove(position);
         }
         let memory = memory.into_memory();
         rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));

@@ -59,13 +59,17 @@ pub struct Counts {
 /// Every operation takes the tenant, then what the caller may see, then its own arguments.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
-    /// Writes `memory` unless a memory visible to `dedup_scope` already says the same
-    /// thing (`dedup::find_duplicate` over the nearest `dedup::NEIGHBOURS`). Check and
-    /// write are atomic per tenant where the backend can make them so.
+    /// Writes `memory` for a caller who sees `visibility`, unless a memory visible to
+    /// `visibility.for_dedup(memory.scope)` already says the same thing
+    /// (`dedup::find_duplicate` over the nearest `dedup::NEIGHBOURS`). With
+    /// `memory.replaces`, the memory it names must be one the caller sees
+    /// (`StoreError::NotVisible` otherwise, nothing written); it is not a repeat of its own
+    /// replacement, and it is removed as the new one is written. Check and write are atomic
+    /// per tenant where the backend can make them so.
     async fn remember(
         &self,
         tenant: &Tenant,
-        dedup_scope: &Visibility,
+        visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError>;

@@ -24,6 +24,8 @@ pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     counts_are_by_type_in_canonical_order(&make().await).await;
     accesses_are_counted_and_keep_the_latest_time(&make().await).await;
     delete_removes_exactly_one_memory(&make().await).await;
+    a_replacement_takes_the_place_of_what_it_replaces(&make().await).await;
+    only_a_memory_the_caller_sees_can_be_replaced(&make().await).await;
 }
 
 /// Keyword recall, for the stores that index words (S3 does not).
@@ -55,6 +57,7 @@ pub fn note(content: &str, created_at: i64, scope: Scope, conversation: Option<&
         created_at,
         scope,
         conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+        replaces: None,
     }
 }
 
@@ -765,4 +768,197 @@ pub async fn rare_words_count_more_and_forgotten_memories_are_gone(store: &dyn M
     );
     let after = words(store, "acme", None, "redis").await;
     assert!(after.is_empty(), "{after:?}");
+}
+
+/// `memory` for a caller in `conversation`, replacing `old`.
+async fn replace(
+    store: &dyn MemoryStore,
+    who: &str,
+    conversation: Option<&str>,
+    mut memory: NewMemory,
+    old: &str,
+    embedding: &[f32],
+) -> Result<Remembered, StoreError> {
+    memory.replaces = Some(old.to_owned());
+    store
+        .remember(&tenant(who), &seen_from(conversation), memory, embedding)
+        .await
+}
+
+pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn MemoryStore) {
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let old = store_one(
+        store,
+        "acme",
+        note("the cache is redis on port 6379", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    // A correction near-verbatim of what it corrects is not a repeat of it.
+    let mut fixed = note(
+        "the cache is redis on port 6380",
+        T0 + 1,
+        Scope::Project,
+        None,
+    );
+    fixed.memory_type = MemoryType::Reference;
+    let Remembered::Stored(new) =
+        replace(store, "acme", None, fixed, &old.id, &direction(0, 0.001))
+            .await
+            .unwrap()
+    else {
+        panic!("the correction was not stored");
+    };
+    assert_eq!(new.replaces.as_deref(), Some(old.id.as_str()));
+    assert_eq!(new.memory_type, MemoryType::Reference);
+    let listed = store.list(&acme, &everyone, None, 10).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        [new.id.as_str()]
+    );
+    assert_eq!(
+        listed[0].replaces.as_deref(),
+        Some(old.id.as_str()),
+        "the link is stored"
+    );
+    let found = nearest(store, &acme, &everyone, &direction(0, 0.0), 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        found
+            .iter()
+            .map(|h| h.memory.id.as_str())
+            .collect::<Vec<_>>(),
+        [new.id.as_str()]
+    );
+    assert!(
+        !store.delete(&acme, &everyone, &old.id).await.unwrap(),
+        "the old one is gone"
+    );
+    assert_eq!(
+        store.count_by_type(&acme, &everyone).await.unwrap().total,
+        1
+    );
+    // A correction that repeats a third memory is that memory, and nothing changes.
+    let third = store_one(
+        store,
+        "acme",
+        note("use pnpm not npm", T0 + 2, Scope::Project, None),
+        &direction(3, 0.0),
+    )
+    .await;
+    let again = replace(
+        store,
+        "acme",
+        None,
+        note("use pnpm not npm", T0 + 3, Scope::Project, None),
+        &new.id,
+        &direction(3, 0.001),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, Remembered::AlreadyKnown(third));
+    assert_eq!(
+        store.count_by_type(&acme, &everyone).await.unwrap().total,
+        2
+    );
+    // A thread's own note can be corrected from that thread, even into a project memory.
+    let private = store_one(
+        store,
+        "acme",
+        note(
+            "the thread's draft",
+            T0 + 4,
+            Scope::Conversation,
+            Some("c1"),
+        ),
+        &direction(5, 0.0),
+    )
+    .await;
+    let public = note("the project's decision", T0 + 5, Scope::Project, Some("c1"));
+    assert!(matches!(
+        replace(
+            store,
+            "acme",
+            Some("c1"),
+            public,
+            &private.id,
+            &direction(6, 0.0)
+        )
+        .await
+        .unwrap(),
+        Remembered::Stored(_)
+    ));
+    assert!(
+        !store
+            .delete(&acme, &seen_from(Some("c1")), &private.id)
+            .await
+            .unwrap()
+    );
+}
+
+pub async fn only_a_memory_the_caller_sees_can_be_replaced(store: &dyn MemoryStore) {
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let theirs = store_one(
+        store,
+        "globex",
+        note("globex's fact", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let private = store_one(
+        store,
+        "acme",
+        note("a thread's note", T0 + 1, Scope::Conversation, Some("c1")),
+        &direction(1, 0.0),
+    )
+    .await;
+    let mine = store_one(
+        store,
+        "acme",
+        note("acme's fact", T0 + 2, Scope::Project, None),
+        &direction(2, 0.0),
+    )
+    .await;
+    store.delete(&acme, &everyone, &mine.id).await.unwrap();
+    for (old, conversation) in [
+        (theirs.id.as_str(), None),
+        (private.id.as_str(), None),
+        (private.id.as_str(), Some("c2")),
+        (mine.id.as_str(), None),
+        ("01JZZZZZZZZZZZZZZZZZZZZZZZ", None),
+    ] {
+        let attempt = note("a correction", T0 + 3, Scope::Project, conversation);
+        let refused = replace(
+            store,
+            "acme",
+            conversation,
+            attempt,
+            old,
+            &direction(3, 0.0),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::NotVisible { field: "replaces", id } if id == old),
+            "{refused}"
+        );
+    }
+    // Nothing was written, and nothing taken.
+    assert_eq!(
+        store
+            .count_by_type(&acme, &seen_from(Some("c1")))
+            .await
+            .unwrap()
+            .total,
+        1
+    );
+    assert_eq!(
+        store
+            .count_by_type(&tenant("globex"), &everyone)
+            .await
+            .unwrap()
+            .total,
+        1
+    );
 }

@@ -175,6 +175,9 @@ impl From<StoreError> for ToolError {
         match e {
             // A memory too large for the store is the caller's to shorten.
             StoreError::Refused { message, .. } => ToolError::Invalid(message),
+            not_visible @ StoreError::NotVisible { .. } => {
+                ToolError::Invalid(not_visible.to_string())
+            }
             other => {
                 let message = other.to_string();
                 ToolError::Dependency {

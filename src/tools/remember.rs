@@ -1,4 +1,5 @@
-//! `remember`: store a durable fact, unless a visible memory already says it.
+//! `remember`: store a durable fact, unless a visible memory already says it; or correct
+//! one, putting the new memory in its place (`replaces`).
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -13,6 +14,8 @@ pub const MAX_CONTENT_BYTES: usize = 32_000;
 pub const MAX_CATEGORY_BYTES: usize = 128;
 pub const MAX_TAGS: usize = 20;
 pub const MAX_TAG_BYTES: usize = 64;
+/// Ids are 26 characters; this only bounds what is looked up.
+pub const MAX_ID_BYTES: usize = 128;
 /// How much of an over-long tag the refusal quotes.
 const TAG_QUOTE_CHARS: usize = 30;
 
@@ -21,7 +24,9 @@ const DEFINITION: Definition = Definition {
     description: "Store a durable fact for later runs: a decision and its reason, a convention, a command \
         that worked. Near-identical content is not written twice: you are told which memory already \
         says it, and the tags and category you passed are discarded. By default the memory belongs to \
-        the whole project (every conversation); scope 'conversation' keeps it for this thread only.",
+        the whole project (every conversation); scope 'conversation' keeps it for this thread only. \
+        When a stored fact has changed or a convention was reversed, pass the old memory's id as \
+        `replaces`: the new memory takes its place, so the stale one stops being recalled.",
     params: &[
         Param {
             name: "content",
@@ -56,6 +61,14 @@ const DEFINITION: Definition = Definition {
             required: false,
             description: "Optional labels (max 20), each up to 64 bytes.",
         },
+        Param {
+            name: "replaces",
+            kind: Kind::String,
+            required: false,
+            description: "The id of a memory this one corrects (from recall or list_memories). \
+                It is removed as this one is stored; this memory takes the scope, type, category \
+                and tags given here.",
+        },
     ],
 };
 
@@ -67,6 +80,7 @@ struct Args {
     memory_type: Option<MemoryType>,
     category: Option<String>,
     tags: Option<Vec<String>>,
+    replaces: Option<String>,
 }
 
 pub(super) struct Remember;
@@ -94,14 +108,16 @@ async fn remember(
     memory: NewMemory,
 ) -> Result<String, ToolError> {
     let vector = service.embedder.embed(&memory.content).await?;
-    let dedup_scope = ctx.visibility().for_dedup(memory.scope);
     let outcome = service
         .store
-        .remember(&ctx.tenant, &dedup_scope, memory, &vector)
+        .remember(&ctx.tenant, &ctx.visibility(), memory, &vector)
         .await?;
     Ok(match outcome {
         Remembered::Stored(m) => {
-            let mut out = format!("[MEMORY] Stored as {}.\n\n", m.id);
+            let mut out = match &m.replaces {
+                Some(old) => format!("[MEMORY] Stored as {}, replacing {old}.\n\n", m.id),
+                None => format!("[MEMORY] Stored as {}.\n\n", m.id),
+            };
             render::memory(&mut out, 1, &m, None);
             out
         }
@@ -175,6 +191,18 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
             "each tag may be at most {MAX_TAG_BYTES} bytes; \"{quote}…\" is longer."
         )));
     }
+    let replaces = match args.replaces.as_deref() {
+        Some(id) => {
+            let id = crate::context::trim(args::non_blank(id, "replaces")?);
+            if id.len() > MAX_ID_BYTES {
+                return Err(ToolError::Invalid(format!(
+                    "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
+                )));
+            }
+            Some(id.to_owned())
+        }
+        None => None,
+    };
     let now = now_ms();
     Ok(NewMemory {
         id: new_id(now),
@@ -188,5 +216,6 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         created_at: now,
         scope,
         conversation: ctx.conversation.clone(),
+        replaces,
     })
 }

@@ -54,6 +54,9 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
     }
     let created = iso(m.created_at);
     facets.push(format!("stored {}", created.get(..10).unwrap_or(&created)));
+    if let Some(replaced) = &m.replaces {
+        facets.push(format!("replaces {}", quote(replaced, usize::MAX)));
+    }
     let _ = write!(out, "{position}. [id:{}] ({})", m.id, facets.join(", "));
     indented(out, &m.content);
     if !m.tags.is_empty() {
@@ -87,6 +90,7 @@ mod tests {
             created_at: 1_782_909_296_789,
             scope: Scope::Conversation,
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
+            replaces: None,
         }
         .into_memory();
         let mut out = String::new();
@@ -121,6 +125,7 @@ mod tests {
             created_at: 1_782_909_296_789,
             scope: Scope::Project,
             conversation: None,
+            replaces: None,
         }
         .into_memory();
         let mut out = String::new();

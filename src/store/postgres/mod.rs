@@ -50,6 +50,7 @@ const SCHEMA: &[&str] = &[
        access_count     bigint NOT NULL DEFAULT 0 CHECK (access_count >= 0),
        last_accessed_at timestamptz,
        terms            text[],
+       replaces         text,
        PRIMARY KEY (tenant_id, id),
        CHECK (scope = 'project' OR conversation IS NOT NULL)
      )",
@@ -61,6 +62,8 @@ const SCHEMA: &[&str] = &[
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
     // Words are matched in this process's index now; the GIN index only slowed writes.
     "DROP INDEX IF EXISTS memories_terms_idx",
+    // Tables created before corrections get the column here.
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS replaces text",
 ];
 
 /// `$2` is the request's conversation or NULL (docs/behavior.md#visibility).
@@ -68,7 +71,8 @@ const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::tex
 /// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).
 const COLUMNS: &str = "id, content, memory_type, category, tags, \
      (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, scope, conversation, trust_base, \
-     access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms";
+     access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms, \
+     replaces";
 
 /// How the pool behaves; see the README's PostgreSQL section.
 pub struct PoolSettings {
@@ -365,6 +369,7 @@ fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
         trust_base: row.try_get("trust_base")?,
         access_count: row.try_get::<i64, _>("access_count")?.max(0) as u64,
         last_accessed_at: row.try_get("last_accessed_ms")?,
+        replaces: row.try_get("replaces")?,
     })
 }
 
@@ -377,12 +382,28 @@ impl MemoryStore for PostgresStore {
     async fn remember(
         &self,
         tenant: &Tenant,
-        dedup_scope: &Visibility,
+        visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
         let mut write = self.begin_write(tenant).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
+        // The tenant's version row is held: nobody can take the replaced memory meanwhile.
+        if let Some(id) = &memory.replaces {
+            let visible: Option<i32> = sqlx::query_scalar(&format!(
+                "SELECT 1 FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
+            ))
+            .bind(tenant.as_str())
+            .bind(conversation_of(visibility))
+            .bind(id)
+            .fetch_optional(&mut *write.tx)
+            .await
+            .map_err(failed)?;
+            if visible.is_none() {
+                return Err(StoreError::not_visible("replaces", id));
+            }
+        }
+        let dedup_scope = &visibility.for_dedup(memory.scope);
         if !slot.shows(from) {
             let index = versions::load(&mut *write.tx, tenant.as_str(), self.width)
                 .await
@@ -406,14 +427,14 @@ impl MemoryStore for PostgresStore {
         .await?;
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
-        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let terms = search::terms(&memory.content);
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-             scope, conversation, trust_base, embedding, terms) VALUES ($1, $2, $3, $4, $5, $6, \
-             to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11)",
+             scope, conversation, trust_base, embedding, terms, replaces) VALUES ($1, $2, $3, $4, \
+             $5, $6, to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11, $12)",
         )
         .bind(tenant.as_str())
         .bind(&memory.id)
@@ -426,13 +447,26 @@ impl MemoryStore for PostgresStore {
         .bind(memory.conversation.as_ref().map(Conversation::as_str))
         .bind(pgvector::Vector::from(embedding.to_vec()))
         .bind(&terms)
+        .bind(memory.replaces.as_deref())
         .execute(&mut *write.tx)
         .await
         .map_err(failed)?;
+        if let Some(id) = &memory.replaces {
+            sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant.as_str())
+                .bind(id)
+                .execute(&mut *write.tx)
+                .await
+                .map_err(failed)?;
+        }
         write.tx.commit().await.map_err(failed)?;
         let memory = memory.into_memory();
-        // The trigger moved the tenant exactly one version on.
-        (self.indexes).apply(tenant.as_str(), &slot, from, from + 1, |index| {
+        // The trigger moved the tenant one version on for each row written or deleted.
+        let to = from + 1 + i64::from(memory.replaces.is_some());
+        (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
+            if let Some(id) = &memory.replaces {
+                index.remove(id);
+            }
             index.push(
                 Entry {
                     id: &memory.id,

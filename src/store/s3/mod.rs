@@ -35,6 +35,8 @@ const FILTERED_PAGE: usize = 1_000;
 /// ...and looks at most this many of the newest keys, so a filter that matches nothing
 /// never lists a whole tenant.
 const LISTING_SCAN_CAP: usize = 10_000;
+/// How often `remember` tries to remove the memory it replaces before it says so.
+const REPLACE_TRIES: u64 = 3;
 /// The longest shutdown waits for `remember`s still writing (each AWS call has its own
 /// timeout, README "Timeouts"), before the final flush.
 const WRITES_DRAIN: Duration = Duration::from_secs(45);
@@ -115,6 +117,21 @@ impl S3Store {
                     .then(|| Hit::new(memory, similarity))
             })
             .collect())
+    }
+
+    /// The memory `id` of the tenant, if `visibility` may see it.
+    async fn visible_memory(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        let key = vectors::key(tenant, id);
+        let found = self.vectors.get(std::slice::from_ref(&key)).await?;
+        Ok(found
+            .get(&key)
+            .and_then(|metadata| vectors::read(tenant, &key, metadata))
+            .filter(|m| visibility.can_see(m)))
     }
 
     async fn usage(&self, tenant: &Tenant) -> Result<Tally, StoreError> {
@@ -219,6 +236,32 @@ fn log_flush_failures(failures: &[counters::FlushFailed]) {
     }
 }
 
+/// Deletes a memory: its vector, then its index key, best effort (a leftover key only
+/// costs a listing slot and a count). Safe to repeat.
+async fn remove(
+    vectors: &Vectors,
+    objects: &dyn Objects,
+    tenant: &Tenant,
+    memory: &Memory,
+) -> Result<(), StoreError> {
+    vectors.delete(&[vectors::key(tenant, &memory.id)]).await?;
+    let cleaned = match index_key(tenant, memory) {
+        Some(k) => objects.delete(&[k]).await.map_err(|e| e.to_string()),
+        None => Err("the id is not a ULID, so its index key cannot be named".into()),
+    };
+    if let Err(message) = cleaned {
+        log::error(
+            "index_cleanup_failed",
+            &message,
+            &log::Fields {
+                tenant: Some(tenant.as_str()),
+                ..Default::default()
+            },
+        );
+    }
+    Ok(())
+}
+
 fn state_failed(e: objects::ObjectError) -> StoreError {
     match e {
         objects::ObjectError::Failed { operation, cause } => {
@@ -259,14 +302,22 @@ impl MemoryStore for S3Store {
     async fn remember(
         &self,
         tenant: &Tenant,
-        dedup_scope: &Visibility,
+        visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
+        let replaced = match &memory.replaces {
+            Some(id) => Some(
+                (self.visible_memory(tenant, visibility, id).await?)
+                    .ok_or_else(|| StoreError::not_visible("replaces", id))?,
+            ),
+            None => None,
+        };
+        let dedup_scope = visibility.for_dedup(memory.scope);
         let neighbours = self
-            .nearest_visible(tenant, dedup_scope, embedding, dedup::NEIGHBOURS)
+            .nearest_visible(tenant, &dedup_scope, embedding, dedup::NEIGHBOURS)
             .await?;
-        if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
+        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let metadata = vectors::metadata(tenant, &memory);
@@ -285,7 +336,31 @@ impl MemoryStore for S3Store {
             // Vector first: an index key with no memory behind it would list as a gap.
             vectors.put(&vector_key, &embedding, &metadata).await?;
             let Err(e) = objects.put(&index_key, Vec::new(), Condition::Always).await else {
-                return Ok(());
+                // New, then old: a retry of the removal is safe, and until it lands both
+                // are visible, never neither.
+                let Some(old) = replaced else {
+                    return Ok(());
+                };
+                let mut tries = 0;
+                return loop {
+                    tries += 1;
+                    match remove(&vectors, &*objects, &tenant, &old).await {
+                        Ok(()) => break Ok(()),
+                        Err(_) if tries < REPLACE_TRIES => {
+                            tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                        }
+                        Err(e) => {
+                            break Err(StoreError::unavailable(
+                                format!(
+                                    "S3: the new memory was stored, but the one it replaces \
+                                     ({}) could not be removed; forget it to finish",
+                                    old.id
+                                ),
+                                e,
+                            ));
+                        }
+                    }
+                };
             };
             // Unlisted memories would still be recalled and counted as duplicates, so take
             // the vector back and let the agent retry the whole write.
@@ -383,31 +458,10 @@ impl MemoryStore for S3Store {
         visibility: &Visibility,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let key = vectors::key(tenant, id);
-        let found = self.vectors.get(std::slice::from_ref(&key)).await?;
-        let Some(memory) = found
-            .get(&key)
-            .and_then(|metadata| vectors::read(tenant, &key, metadata))
-            .filter(|m| visibility.can_see(m))
-        else {
+        let Some(memory) = self.visible_memory(tenant, visibility, id).await? else {
             return Ok(false);
         };
-        self.vectors.delete(&[key]).await?;
-        // The memory is gone; a leftover index key only costs a listing slot and a count.
-        let cleaned = match index_key(tenant, &memory) {
-            Some(k) => self.objects.delete(&[k]).await.map_err(|e| e.to_string()),
-            None => Err("the id is not a ULID, so its index key cannot be named".into()),
-        };
-        if let Err(message) = cleaned {
-            log::error(
-                "index_cleanup_failed",
-                &message,
-                &log::Fields {
-                    tenant: Some(tenant.as_str()),
-                    ..Default::default()
-                },
-            );
-        }
+        remove(&self.vectors, &*self.objects, tenant, &memory).await?;
         Ok(true)
     }
 

@@ -174,6 +174,9 @@ pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
     }
     // An integer, as the original wrote it: `1`, not `1.0`.
     m.insert("trustBase".into(), json!(1));
+    if let Some(replaced) = &memory.replaces {
+        m.insert("replaces".into(), json!(replaced));
+    }
     Value::Object(m)
 }
 
@@ -273,6 +276,7 @@ pub fn read(tenant: &Tenant, key: &str, metadata: &Value) -> Option<Memory> {
             .unwrap_or(1.0),
         access_count: 0,
         last_accessed_at: None,
+        replaces: text("replaces").map(str::to_owned),
     })
 }
 
@@ -333,6 +337,7 @@ mod tests {
             created_at: 1_780_000_000_000,
             scope: Scope::Project,
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
+            replaces: None,
         }
     }
 

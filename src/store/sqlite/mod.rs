@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS memories (
   access_count     INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
   last_accessed_at INTEGER,
   terms            TEXT,
+  replaces         TEXT,
   PRIMARY KEY (tenant_id, id),
   CHECK (scope = 'project' OR conversation IS NOT NULL)
 ) WITHOUT ROWID;
@@ -109,7 +110,7 @@ const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = 
 const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
      m.conversation, m.trust_base, m.access_count + coalesce(u.access_count, 0), \
      max(coalesce(m.last_accessed_at, u.last_accessed_at), \
-         coalesce(u.last_accessed_at, m.last_accessed_at))";
+         coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces";
 const MEMORIES: &str =
     "memories m LEFT JOIN memory_uses u ON u.tenant_id = m.tenant_id AND u.id = m.id";
 
@@ -144,7 +145,7 @@ impl SqliteStore {
             .map_err(failed)?;
         // Under the write lock, so processes opening a new file at once create it once.
         (conn.execute_batch(&format!("BEGIN IMMEDIATE;{SCHEMA}COMMIT;"))).map_err(failed)?;
-        index_terms(&mut conn).map_err(failed)?;
+        upgrade(&mut conn).map_err(failed)?;
         let stored_width: Option<usize> = conn
             .query_row(
                 "SELECT length(embedding) / 4 FROM memories LIMIT 1",
@@ -246,19 +247,23 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
         trust_base: row.get(8)?,
         access_count: row.get::<_, i64>(9)?.max(0) as u64,
         last_accessed_at: row.get(10)?,
+        replaces: row.get(11)?,
     })
 }
 
-/// Gives every memory its terms: a file written before keyword recall has none.
-fn index_terms(conn: &mut Connection) -> rusqlite::Result<()> {
+/// Brings a file an older release wrote up to date: the columns it lacks (`terms` came
+/// with keyword recall, `replaces` with corrections), and every memory's terms.
+fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
     // Checked under the write lock: two processes opening an old file at once must not
-    // both add the column.
+    // both add a column.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let has_terms: bool = tx
-        .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = 'terms'")?
-        .exists([])?;
-    if !has_terms {
-        tx.execute_batch("ALTER TABLE memories ADD COLUMN terms TEXT")?;
+    for column in ["terms", "replaces"] {
+        let present: bool = tx
+            .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = ?1")?
+            .exists([column])?;
+        if !present {
+            tx.execute_batch(&format!("ALTER TABLE memories ADD COLUMN {column} TEXT"))?;
+        }
     }
     let unindexed: Vec<(String, String, String)> = tx
         .prepare("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")?
@@ -283,17 +288,30 @@ impl MemoryStore for SqliteStore {
     async fn remember(
         &self,
         tenant: &Tenant,
-        dedup_scope: &Visibility,
+        visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let dedup_scope = dedup_scope.clone();
+        let (seen, dedup_scope) = (
+            conversation_of(visibility),
+            visibility.for_dedup(memory.scope),
+        );
         let embedding = embedding.to_vec();
         self.with_conn(move |conn, indexes, width| {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
-            // same fact in between our check and our insert.
+            // same fact in between our check and our insert, or take the replaced memory.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(id) = &memory.replaces {
+                let visible = tx
+                    .prepare_cached(&format!(
+                        "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"
+                    ))?
+                    .exists(params![tenant, seen, id])?;
+                if !visible {
+                    return Ok(Err(StoreError::not_visible("replaces", id)));
+                }
+            }
             let before = Versions::read(&tx, &tenant)?;
             let slot = indexes.current(&tenant, before.memories, || {
                 TenantIndex::load(&tx, &tenant, width, before.uses)
@@ -301,14 +319,16 @@ impl MemoryStore for SqliteStore {
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
-            if let Some(existing) = dedup::find_duplicate(&memory.content, &neighbours) {
-                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+            if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
+                return Ok(Ok(Remembered::AlreadyKnown(Memory::clone(
+                    &existing.memory,
+                ))));
             }
             let terms = search::terms(&memory.content);
             tx.execute(
                 "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
-                 created_at, scope, conversation, trust_base, embedding, terms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11)",
+                 created_at, scope, conversation, trust_base, embedding, terms, replaces) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12)",
                 params![
                     tenant,
                     memory.id,
@@ -321,18 +341,29 @@ impl MemoryStore for SqliteStore {
                     memory.conversation.as_ref().map(|c| c.as_str()),
                     to_blob(&embedding),
                     terms.join(" "),
+                    memory.replaces,
                 ],
             )?;
-            // The write lock is held: the only change since `before` is this insert.
+            if let Some(id) = &memory.replaces {
+                tx.execute(
+                    "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
+                    params![tenant, id],
+                )?;
+            }
+            // The write lock is held: the only changes since `before` are this insert and
+            // the delete of what it replaces.
             let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
             let memory = memory.into_memory();
             indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
+                if let Some(id) = &memory.replaces {
+                    index.remove(id);
+                }
                 index.push(memory.clone(), &embedding, &terms)
             });
-            Ok(Remembered::Stored(memory))
+            Ok(Ok(Remembered::Stored(memory)))
         })
-        .await
+        .await?
     }
 
     async fn search(
