@@ -917,3 +917,85 @@ async fn a_correction_replaces_the_stale_memory_for_everyone_who_sees_it() {
             .contains(&theirs)
     );
 }
+
+/// The `next cursor` of a listing, if any.
+fn next_cursor(listing: &str) -> Option<String> {
+    listing
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("next cursor: "))
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn list_memories_pages_through_everything_once_and_cursors_stay_with_their_listing() {
+    let s = TestServer::start().await;
+    let mut stored = Vec::new();
+    for n in 0..7 {
+        let text = format!("fact {n}: the service number {n} listens on port 80{n}{n} zone{n}");
+        stored.push(stored_id(
+            &s.ok(ACME, "remember", json!({"content": text})).await,
+        ));
+        // Each in its own millisecond, so newest first is one order on every store.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut args = json!({"limit": 3});
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let page = s.ok(ACME, "list_memories", args).await;
+        listed.extend(
+            page.match_indices("[id:")
+                .map(|(i, _)| page[i + 4..i + 30].to_owned()),
+        );
+        cursor = next_cursor(&page);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    stored.reverse();
+    assert_eq!(listed, stored, "newest first, each once");
+
+    let page = s.ok(ACME, "list_memories", json!({"limit": 2})).await;
+    let token = next_cursor(&page).unwrap();
+    let conversation = [("x-memory-tenant", "acme"), ("x-conversation-id", "chat:9")];
+    for (headers, args, expected) in [
+        (
+            GLOBEX,
+            json!({"cursor": token}),
+            "belongs to another listing",
+        ),
+        (
+            &conversation[..],
+            json!({"cursor": token}),
+            "belongs to another listing",
+        ),
+        (
+            ACME,
+            json!({"cursor": token, "type": "pattern"}),
+            "belongs to another listing",
+        ),
+        (
+            ACME,
+            json!({"cursor": "forged"}),
+            "is not a cursor this server gave out",
+        ),
+        (
+            ACME,
+            json!({"cursor": "x".repeat(600)}),
+            "is longer than 512 bytes",
+        ),
+        (ACME, json!({"cursor": 7}), "Input validation error"),
+    ] {
+        let (text, is_error) = s.call(headers, "list_memories", args.clone()).await;
+        assert!(is_error && text.contains(expected), "{args}: {text}");
+    }
+    assert!(
+        s.ok(GLOBEX, "list_memories", json!({}))
+            .await
+            .contains("no memories yet")
+    );
+}

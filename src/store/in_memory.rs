@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::search::bm25::{Corpus, Scorer};
@@ -128,6 +128,7 @@ impl MemoryStore for InMemoryStore {
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let rows = self.rows.lock().expect("lock");
@@ -135,6 +136,7 @@ impl MemoryStore for InMemoryStore {
             .iter()
             .filter(|(t, m, _)| t == tenant && visibility.can_see(m))
             .filter(|(_, m, _)| memory_type.is_none_or(|ty| m.memory_type == ty))
+            .filter(|(_, m, _)| after.is_none_or(|a| (m.created_at, &m.id) < (a.created_at, &a.id)))
             .map(|(_, m, _)| m.clone())
             .collect();
         found.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));

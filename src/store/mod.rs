@@ -56,6 +56,23 @@ pub struct Counts {
     pub scan_cap: Option<usize>,
 }
 
+/// Where a listing goes on: after this memory, in the store's listing order (newest first;
+/// memories of one millisecond in an order of the store's own, always the same).
+#[derive(Debug, Clone, PartialEq)]
+pub struct After {
+    pub created_at: i64,
+    pub id: String,
+}
+
+impl After {
+    pub fn memory(memory: &Memory) -> After {
+        After {
+            created_at: memory.created_at,
+            id: memory.id.clone(),
+        }
+    }
+}
+
 /// Every operation takes the tenant, then what the caller may see, then its own arguments.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
@@ -85,12 +102,14 @@ pub trait MemoryStore: Send + Sync {
         query: &Query<'_>,
     ) -> Result<Matches, StoreError>;
 
-    /// The newest `limit` visible memories, optionally of one type, newest first.
+    /// The newest `limit` visible memories, optionally of one type, newest first; with
+    /// `after`, the next ones after that memory (which need not exist any more).
     async fn list(
         &self,
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError>;
 

@@ -25,6 +25,7 @@ pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     accesses_are_counted_and_keep_the_latest_time(&make().await).await;
     delete_removes_exactly_one_memory(&make().await).await;
     a_replacement_takes_the_place_of_what_it_replaces(&make().await).await;
+    pages_go_on_exactly_after_the_last_memory_shown(&make().await).await;
     only_a_memory_the_caller_sees_can_be_replaced(&make().await).await;
 }
 
@@ -212,14 +213,23 @@ pub async fn tenants_never_see_each_other(store: &dyn MemoryStore) {
             .unwrap()
             .is_empty()
     );
-    assert!(store.list(&other, &all, None, 50).await.unwrap().is_empty());
+    assert!(
+        store
+            .list(&other, &all, None, None, 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
     assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
     store
         .record_access(&other, &seen_from(None), &[&theirs], T0 + 5)
         .await
         .unwrap();
-    let still = store.list(&tenant("acme"), &all, None, 50).await.unwrap();
+    let still = store
+        .list(&tenant("acme"), &all, None, None, 50)
+        .await
+        .unwrap();
     assert_eq!(still, vec![theirs]);
 }
 
@@ -244,7 +254,7 @@ pub async fn conversation_notes_stay_in_their_conversation(store: &dyn MemorySto
             .await
             .unwrap();
         assert!(hits.iter().all(|h| h.memory.id != private.id));
-        let listed = store.list(&acme, &outsider, None, 50).await.unwrap();
+        let listed = store.list(&acme, &outsider, None, None, 50).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].content, "project fact");
         assert_eq!(
@@ -255,7 +265,11 @@ pub async fn conversation_notes_stay_in_their_conversation(store: &dyn MemorySto
     }
     let insider = seen_from(Some("chat:1"));
     assert_eq!(
-        store.list(&acme, &insider, None, 50).await.unwrap().len(),
+        store
+            .list(&acme, &insider, None, None, 50)
+            .await
+            .unwrap()
+            .len(),
         2
     );
     assert_eq!(store.count_by_type(&acme, &insider).await.unwrap().total, 2);
@@ -407,21 +421,27 @@ pub async fn listing_is_newest_first_filtered_and_filled_past_hidden_notes(
         .await;
     }
     let listed = store
-        .list(&acme, &seen_from(Some("third")), None, 10)
+        .list(&acme, &seen_from(Some("third")), None, None, 10)
         .await
         .unwrap();
     let names: Vec<_> = listed.iter().map(|m| m.content.as_str()).collect();
     let want: Vec<String> = (2..12).rev().map(|i| format!("project {i}")).collect();
     assert_eq!(names, want);
     let patterns = store
-        .list(&acme, &seen_from(None), Some(MemoryType::Pattern), 20)
+        .list(&acme, &seen_from(None), Some(MemoryType::Pattern), None, 20)
         .await
         .unwrap();
     assert_eq!(patterns.len(), 1);
     assert_eq!(patterns[0].content, "old pattern");
     assert!(
         store
-            .list(&acme, &seen_from(None), Some(MemoryType::Reference), 20)
+            .list(
+                &acme,
+                &seen_from(None),
+                Some(MemoryType::Reference),
+                None,
+                20
+            )
             .await
             .unwrap()
             .is_empty()
@@ -496,14 +516,17 @@ pub async fn accesses_are_counted_and_keep_the_latest_time(store: &dyn MemorySto
         .await
         .unwrap();
     let own = store
-        .list(&acme, &seen_from(Some("chat:1")), None, 10)
+        .list(&acme, &seen_from(Some("chat:1")), None, None, 10)
         .await
         .unwrap();
     assert_eq!(
         own.iter().find(|m| m.id == note.id).unwrap().access_count,
         0
     );
-    let listed = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+    let listed = store
+        .list(&acme, &seen_from(None), None, None, 10)
+        .await
+        .unwrap();
     let a_now = listed.iter().find(|m| m.id == a.id).unwrap();
     let b_now = listed.iter().find(|m| m.id == b.id).unwrap();
     assert_eq!(
@@ -535,7 +558,10 @@ pub async fn delete_removes_exactly_one_memory(store: &dyn MemoryStore) {
     .await;
     assert!(store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
     assert!(!store.delete(&acme, &seen_from(None), &a.id).await.unwrap());
-    let left = store.list(&acme, &seen_from(None), None, 10).await.unwrap();
+    let left = store
+        .list(&acme, &seen_from(None), None, None, 10)
+        .await
+        .unwrap();
     assert_eq!(
         left.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
         ["b"]
@@ -811,7 +837,7 @@ pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn Memor
     };
     assert_eq!(new.replaces.as_deref(), Some(old.id.as_str()));
     assert_eq!(new.memory_type, MemoryType::Reference);
-    let listed = store.list(&acme, &everyone, None, 10).await.unwrap();
+    let listed = store.list(&acme, &everyone, None, None, 10).await.unwrap();
     assert_eq!(
         listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
         [new.id.as_str()]
@@ -961,4 +987,101 @@ pub async fn only_a_memory_the_caller_sees_can_be_replaced(store: &dyn MemorySto
             .total,
         1
     );
+}
+
+/// Pages of `limit` after `after`, as `list_memories` asks for them.
+async fn page(store: &dyn MemoryStore, after: Option<&super::After>, limit: usize) -> Vec<Memory> {
+    store
+        .list(&tenant("acme"), &seen_from(Some("c1")), None, after, limit)
+        .await
+        .unwrap()
+}
+
+pub async fn pages_go_on_exactly_after_the_last_memory_shown(store: &dyn MemoryStore) {
+    let mut expected = Vec::new();
+    for i in 0..15i64 {
+        // Three share one millisecond; one in another thread is never shown here.
+        let at = if i >= 12 { T0 + 12 } else { T0 + i };
+        let conversation = if i == 5 { Some("c2") } else { Some("c1") };
+        let scope = if i == 5 || i == 7 {
+            Scope::Conversation
+        } else {
+            Scope::Project
+        };
+        let m = note(
+            &format!("memory number {i} marker{i}"),
+            at,
+            scope,
+            conversation,
+        );
+        let m = store_one(store, "acme", m, &direction(i as usize % 8, 0.1 * i as f32)).await;
+        if i != 5 {
+            expected.push(m.id);
+        }
+    }
+    let (mut seen, mut times): (Vec<String>, Vec<i64>) = (Vec::new(), Vec::new());
+    let mut after: Option<super::After> = None;
+    let mut written = 0;
+    loop {
+        let shown = page(store, after.as_ref(), 4).await;
+        if shown.is_empty() {
+            break;
+        }
+        seen.extend(shown.iter().map(|m| m.id.clone()));
+        times.extend(shown.iter().map(|m| m.created_at));
+        after = shown.last().map(super::After::memory);
+        // Between pages: a newer memory arrives, one already shown and one still to come
+        // are forgotten.
+        written += 1;
+        let newer = note(
+            &format!("arrived later {written} late{written}"),
+            T0 + 100 + written,
+            Scope::Project,
+            None,
+        );
+        store_one(store, "acme", newer, &direction(written as usize % 8, 0.5)).await;
+        let everyone = seen_from(None);
+        if written == 1 {
+            // expected[13] (the newest) was on this first page; expected[2] is to come.
+            for id in [&expected[13], &expected[2]] {
+                assert!(store.delete(&tenant("acme"), &everyone, id).await.unwrap());
+            }
+        }
+    }
+    // Each once; what was forgotten before its page never shows (what was forgotten after
+    // it did), and what arrived after the first page never shows either.
+    let mut wanted: Vec<String> = (expected.iter())
+        .filter(|id| **id != expected[2])
+        .cloned()
+        .collect();
+    let mut listed = seen.clone();
+    listed.sort();
+    listed.dedup();
+    assert_eq!(
+        listed.len(),
+        seen.len(),
+        "a memory was listed twice: {seen:?}"
+    );
+    wanted.sort();
+    assert_eq!(listed, wanted);
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+    // A cursor after a memory that is gone still goes on from where it was.
+    let last_of_first = super::After::memory(&page(store, None, 30).await[3]);
+    let gone_after = super::After {
+        created_at: last_of_first.created_at,
+        id: last_of_first.id.clone(),
+    };
+    store
+        .delete(&tenant("acme"), &seen_from(None), &gone_after.id)
+        .await
+        .unwrap();
+    let next = page(store, Some(&gone_after), 30).await;
+    assert!(
+        next.iter()
+            .all(|m| (m.created_at, &m.id) != (gone_after.created_at, &gone_after.id))
+    );
+    assert!(next.iter().all(|m| m.created_at <= gone_after.created_at));
 }

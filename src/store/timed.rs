@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
 use crate::search::Query;
@@ -55,9 +55,12 @@ impl MemoryStore for TimedStore {
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
-        let call = self.inner.list(tenant, visibility, memory_type, limit);
+        let call = self
+            .inner
+            .list(tenant, visibility, memory_type, after, limit);
         self.time("list", call).await
     }
 

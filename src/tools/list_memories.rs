@@ -1,19 +1,21 @@
-//! `list_memories`: the newest visible memories, without searching.
+//! `list_memories`: the newest visible memories, without searching, a page at a time.
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args, render};
+use super::{Arguments, Tool, ToolError, ToolService, args, cursor, render};
 use crate::context::RequestContext;
 use crate::memory::MemoryType;
+use crate::store::After;
 
 const DEFAULT_LIMIT: usize = 20;
 
 const DEFINITION: Definition = Definition {
     name: "list_memories",
     description: "List this project's memories, newest first, without searching; use recall to search. \
-        Includes this conversation's own memories and excludes other conversations'.",
+        Includes this conversation's own memories and excludes other conversations'. When more \
+        exist, the answer ends with `next cursor: <token>`: pass it as `cursor` for the next page.",
     params: &[
         Param {
             name: "type",
@@ -27,6 +29,12 @@ const DEFINITION: Definition = Definition {
             required: false,
             description: "How many to list (1-50). Default 20.",
         },
+        Param {
+            name: "cursor",
+            kind: Kind::String,
+            required: false,
+            description: "The `next cursor` of the page before, with the same type filter.",
+        },
     ],
 };
 
@@ -35,6 +43,7 @@ struct Args {
     #[serde(rename = "type")]
     memory_type: Option<MemoryType>,
     limit: Option<f64>,
+    cursor: Option<String>,
 }
 
 pub(super) struct ListMemories;
@@ -54,21 +63,41 @@ impl Tool for ListMemories {
         let args: Args = schema::parse(args)?;
         let memory_type = args.memory_type;
         let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
+        let after = match args.cursor.as_deref() {
+            Some(token) => Some(cursor::decode(ctx, memory_type, token)?),
+            None => None,
+        };
         let visibility = ctx.visibility();
+        // One more than shown says whether another page exists.
         let mut found = service
             .store
-            .list(&ctx.tenant, &visibility, memory_type, limit)
+            .list(
+                &ctx.tenant,
+                &visibility,
+                memory_type,
+                after.as_ref(),
+                limit + 1,
+            )
             .await?;
         found.retain(|m| visibility.can_see(m));
+        let more = found.len() > limit;
+        found.truncate(limit);
         if found.is_empty() {
-            return Ok(match memory_type {
-                None => "[MEMORY] This project has no memories yet.".into(),
-                Some(t) => format!("[MEMORY] This project has no memories of type \"{t}\" yet."),
+            return Ok(match (memory_type, &after) {
+                (_, Some(_)) => "[MEMORY] No more memories after this cursor.".into(),
+                (None, None) => "[MEMORY] This project has no memories yet.".into(),
+                (Some(t), None) => {
+                    format!("[MEMORY] This project has no memories of type \"{t}\" yet.")
+                }
             });
         }
         let n = found.len() as u64;
         let mut out = format!("[MEMORY] {n} {}, newest first.\n\n", render::memories(n));
         render::list(&mut out, found.iter().map(|m| (m, None)));
+        if let Some(last) = found.last().filter(|_| more) {
+            let next = cursor::encode(ctx, memory_type, &After::memory(last));
+            out.push_str(&format!("\n\nnext cursor: {next}"));
+        }
         Ok(out)
     }
 }

@@ -5,6 +5,7 @@
 //! `ToolService::new`, as rmcp's tool router and mini-redis' commands are.
 
 mod args;
+mod cursor;
 mod forget;
 mod list_memories;
 mod memory_stats;

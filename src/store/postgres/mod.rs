@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
@@ -511,17 +511,25 @@ impl MemoryStore for PostgresStore {
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
+        // The memory listed last, at its own stored time when it is still there (a row an
+        // older release wrote may hold microseconds the cursor's milliseconds lack).
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
              AND ($3::text IS NULL OR memory_type = $3) \
+             AND ($5::bigint IS NULL OR (created_at, id) < (coalesce( \
+               (SELECT created_at FROM memories WHERE tenant_id = $1 AND id = $6), \
+               to_timestamp($5::double precision / 1000)), $6)) \
              ORDER BY created_at DESC, id DESC LIMIT $4"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
         .bind(memory_type.map(MemoryType::as_str))
         .bind(limit as i64)
+        .bind(after.map(|a| a.created_at))
+        .bind(after.map(|a| a.id.as_str()))
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;

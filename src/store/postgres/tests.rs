@@ -123,7 +123,7 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
     // Opening again changes nothing.
     let c = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
     assert_eq!(
-        c.list(&tenant("acme"), &seen_from(None), None, 10)
+        c.list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
             .unwrap()
             .len(),
@@ -158,7 +158,7 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
     let again = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
     assert_eq!(
         again
-            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
             .unwrap()[0]
             .content,
@@ -234,7 +234,7 @@ async fn a_dropped_connection_is_an_error_and_the_next_request_works() {
                 .unwrap();
         }
         if store
-            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
             .is_err()
         {
@@ -244,7 +244,7 @@ async fn a_dropped_connection_is_an_error_and_the_next_request_works() {
     // However many calls failed, the pool recovers and nothing written is lost.
     assert!(errors < 6);
     let listed = store
-        .list(&tenant("acme"), &seen_from(None), None, 10)
+        .list(&tenant("acme"), &seen_from(None), None, None, 10)
         .await
         .unwrap();
     assert_eq!(listed, vec![kept]);
@@ -288,7 +288,7 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
 
     let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
     let acme = store
-        .list(&tenant("acme"), &seen_from(Some("chat:1")), None, 10)
+        .list(&tenant("acme"), &seen_from(Some("chat:1")), None, None, 10)
         .await
         .unwrap();
     assert_eq!(acme.len(), 2);
@@ -313,14 +313,14 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
     );
     assert!(
         store
-            .list(&tenant("acme"), &seen_from(None), None, 10)
+            .list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
             .unwrap()
             .len()
             == 1
     );
     let globex = store
-        .list(&tenant("globex"), &seen_from(None), None, 10)
+        .list(&tenant("globex"), &seen_from(None), None, None, 10)
         .await
         .unwrap();
     assert_eq!(globex[0].memory_type, MemoryType::Reference);

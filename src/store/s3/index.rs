@@ -70,6 +70,13 @@ pub fn key(
     Some(key)
 }
 
+/// Where a listing goes on after memory `id`: past every key of that memory, whatever its
+/// type and audience (they follow the id, and `~` sorts after all of their characters).
+pub fn after(tenant: &Tenant, id: &str) -> String {
+    let inverted = ulid_time(id).and_then(inverted_time).unwrap_or_default();
+    format!("{}{inverted}#{id}#~", prefix(tenant))
+}
+
 /// What an index key says about its memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {

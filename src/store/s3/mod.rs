@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::log;
 use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
@@ -146,13 +146,14 @@ impl S3Store {
     async fn scan_index(
         &self,
         tenant: &Tenant,
+        from: Option<&After>,
         page: usize,
         limit: usize,
         keep: impl Fn(&Entry) -> bool,
     ) -> Result<Vec<Entry>, StoreError> {
         let prefix = index::prefix(tenant);
         let mut found = Vec::new();
-        let mut after: Option<String> = None;
+        let mut after: Option<String> = from.map(|a| index::after(tenant, &a.id));
         let mut scanned = 0;
         while found.len() < limit && scanned < LISTING_SCAN_CAP {
             let page = page.min(LISTING_SCAN_CAP - scanned);
@@ -418,6 +419,7 @@ impl MemoryStore for S3Store {
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let digest = digest_of(visibility);
@@ -428,7 +430,7 @@ impl MemoryStore for S3Store {
             FILTERED_PAGE
         };
         let entries = self
-            .scan_index(tenant, page, limit, |e| {
+            .scan_index(tenant, after, page, limit, |e| {
                 e.visible_to(digest.as_deref())
                     && memory_type.is_none_or(|t| e.memory_type == t.as_str())
             })

@@ -170,7 +170,10 @@ async fn an_orphaned_index_key_is_skipped_in_listings_but_counted() {
         .delete(&[format!("acme#{}", b.id)])
         .await
         .unwrap();
-    let listed = store.list(&acme, &seen_from(None), None, 2).await.unwrap();
+    let listed = store
+        .list(&acme, &seen_from(None), None, None, 2)
+        .await
+        .unwrap();
     assert_eq!(
         listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
         [a.id.as_str()]
@@ -576,11 +579,12 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
     }
     // What was started finishes on its own; shutdown would wait for it the same way.
     drop(store.writes.write().await);
-    let listed: std::collections::BTreeSet<String> = (store.list(&acme, &everyone, None, 50).await)
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
+    let listed: std::collections::BTreeSet<String> =
+        (store.list(&acme, &everyone, None, None, 50).await)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
     let mut recalled = std::collections::BTreeSet::new();
     for axis in 0..8 {
         for hit in suite::nearest(&store, &acme, &everyone, &direction(axis, 0.0), 30)

@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use index::{TenantIndex, Versions};
 
-use super::{Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
 use crate::search::cache::{Interrupted, TenantCache};
@@ -415,19 +415,23 @@ impl MemoryStore for SqliteStore {
         tenant: &Tenant,
         visibility: &Visibility,
         memory_type: Option<MemoryType>,
+        after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let tenant = tenant.as_str().to_owned();
         let seen = conversation_of(visibility);
         let memory_type = memory_type.map(MemoryType::as_str);
+        let after = after.map(|a| (a.created_at, a.id.clone()));
         self.with_conn(move |conn, _, _| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
                  AND (?3 IS NULL OR m.memory_type = ?3) \
+                 AND (?5 IS NULL OR (m.created_at, m.id) < (?5, ?6)) \
                  ORDER BY m.created_at DESC, m.id DESC LIMIT ?4"
             ))?;
+            let (after_at, after_id) = after.unzip();
             stmt.query_map(
-                params![tenant, seen, memory_type, limit as i64],
+                params![tenant, seen, memory_type, limit as i64, after_at, after_id],
                 memory_from_row,
             )?
             .collect()
@@ -591,7 +595,7 @@ mod tests {
         });
         let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
         let listed = rt
-            .block_on(store.list(&tenant("acme"), &seen_from(None), None, 5))
+            .block_on(store.list(&tenant("acme"), &seen_from(None), None, None, 5))
             .unwrap();
         assert_eq!(listed[0].content, "kept");
         let err = super::SqliteStore::open(&path, 16, BUDGET_BYTES)
@@ -789,7 +793,7 @@ mod tests {
             .record_access(&acme, &everyone, &[&m], T0 + 20)
             .await
             .unwrap();
-        let listed = store.list(&acme, &everyone, None, 5).await.unwrap();
+        let listed = store.list(&acme, &everyone, None, None, 5).await.unwrap();
         assert_eq!(
             (listed[0].access_count, listed[0].last_accessed_at),
             (4, Some(T0 + 50))
