@@ -465,3 +465,164 @@ async fn modern_era_header_rules_in_order() {
         );
     }
 }
+
+/// Checks `value` against the parts of JSON Schema the output schemas use: type (one or a
+/// list), required, properties, items, enum, additionalProperties.
+fn conforms(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let allowed: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![kind],
+    };
+    let fits = allowed.contains(&kind) || (kind == "integer" && allowed.contains(&"number"));
+    if !fits {
+        return Err(format!("{at}: {kind} where the schema allows {allowed:?}"));
+    }
+    if let Some(values) = schema["enum"].as_array()
+        && !values.contains(value)
+    {
+        return Err(format!("{at}: {value} is not one of {values:?}"));
+    }
+    if let Value::Object(map) = value {
+        for key in schema["required"].as_array().into_iter().flatten() {
+            let key = key.as_str().unwrap();
+            if !map.contains_key(key) {
+                return Err(format!("{at}: `{key}` is required"));
+            }
+        }
+        for (key, item) in map {
+            let property = schema["properties"]
+                .get(key)
+                .or(schema.get("additionalProperties"));
+            if let Some(property) = property.filter(|p| p.is_object()) {
+                conforms(item, property, &format!("{at}.{key}"))?;
+            }
+        }
+    }
+    if let (Value::Array(items), Some(schema)) = (value, schema.get("items")) {
+        for (i, item) in items.iter().enumerate() {
+            conforms(item, schema, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn structured_results_match_their_schemas_and_only_for_versions_that_have_them() {
+    let s = TestServer::start().await;
+    let list = |version: Option<&'static str>| {
+        let s = &s;
+        async move {
+            let headers: Vec<(&str, &str)> = version
+                .map(|v| ("mcp-protocol-version", v))
+                .into_iter()
+                .collect();
+            let (_, reply) = s
+                .post(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+                    &headers,
+                )
+                .await;
+            reply["result"]["tools"].as_array().unwrap().clone()
+        }
+    };
+    for old in [None, Some("2025-03-26")] {
+        assert!(
+            list(old)
+                .await
+                .iter()
+                .all(|t| t.get("outputSchema").is_none()),
+            "{old:?}"
+        );
+    }
+    let tools = list(Some("2025-06-18")).await;
+    let schemas: std::collections::HashMap<String, Value> = tools
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["outputSchema"].clone(),
+            )
+        })
+        .collect();
+    assert!(
+        schemas.values().all(|s| s["type"] == "object"),
+        "{schemas:?}"
+    );
+
+    let call = |version: Option<&'static str>, tool: &'static str, args: Value| {
+        let s = &s;
+        async move {
+            let mut headers = vec![("x-tenant-id", "acme")];
+            headers.extend(version.map(|v| ("mcp-protocol-version", v)));
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+            s.post(&body, &headers).await.1["result"].clone()
+        }
+    };
+    let v = Some("2025-11-25");
+    let stored = call(
+        v,
+        "remember",
+        json!({"content": "deploys go out blue green on fridays", "tags": ["ops"]}),
+    )
+    .await;
+    let id = stored["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let corrected = call(
+        v,
+        "remember",
+        json!({"content": "deploys go out blue green on mondays", "replaces": id}),
+    )
+    .await;
+    assert_eq!(corrected["structuredContent"]["outcome"], "replaced");
+    assert_eq!(
+        corrected["structuredContent"]["memory"]["replaces"],
+        json!(id)
+    );
+    for (tool, args) in [
+        ("recall", json!({"query": "when do deploys go out"})),
+        ("recall", json!({"query": "zebras in antarctica"})),
+        (
+            "remember",
+            json!({"content": "deploys go out blue green on mondays"}),
+        ),
+        ("list_memories", json!({"limit": 1})),
+        ("memory_stats", json!({})),
+        ("forget", json!({"id": "01JZZZZZZZZZZZZZZZZZZZZZZZ"})),
+    ] {
+        let result = call(v, tool, args.clone()).await;
+        let data = &result["structuredContent"];
+        conforms(data, &schemas[tool], tool).unwrap_or_else(|e| panic!("{args}: {e}\n{data}"));
+        // The text stays the model's reading.
+        assert!(
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("[MEMORY]")
+        );
+        // An older client gets the same text alone.
+        let old = call(None, tool, args).await;
+        assert!(old.get("structuredContent").is_none(), "{old}");
+        assert_eq!(old["content"], result["content"]);
+    }
+    let recalled = call(v, "recall", json!({"query": "when do deploys go out"})).await;
+    assert_eq!(
+        recalled["structuredContent"]["results"][0]["content"],
+        "deploys go out blue green on mondays"
+    );
+    // A refusal carries no data.
+    let refused = call(v, "recall", json!({})).await;
+    assert_eq!(refused["isError"], true);
+    assert!(refused.get("structuredContent").is_none());
+}

@@ -19,6 +19,8 @@ use jsonrpc::{Reply, code};
 const MODERN: &str = "2026-07-28";
 const LEGACY: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 const LATEST_LEGACY: &str = "2025-11-25";
+/// The versions with structured tool results (`outputSchema`, `structuredContent`).
+const STRUCTURED: &[&str] = &["2025-11-25", "2025-06-18", MODERN];
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
@@ -179,6 +181,10 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
     if request.id.is_none() {
         return Reply::accepted();
     }
+    // A client names its version on every request after `initialize`; one that does not
+    // is taken as 2025-03-26, which has no structured results.
+    let structured = header(request.headers, "mcp-protocol-version")
+        .is_some_and(|v| STRUCTURED.contains(&v.as_str()));
     match request.method {
         "initialize" => {
             let asked = request
@@ -196,9 +202,9 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
             }))
         }
         "ping" => request.result(json!({})),
-        "tools/list" => request.result(json!({"tools": service.tool_list()})),
+        "tools/list" => request.result(json!({"tools": service.tool_list(structured)})),
         "tools/call" => match call_tool(service, identity, request).await {
-            Ok(result) => request.result(tool_result(&result)),
+            Ok(result) => request.result(tool_result(&result, structured)),
             Err(reply) => reply,
         },
         other => request.error(
@@ -298,9 +304,11 @@ async fn modern(
             "cacheScope": "public",
         }),
         // The catalogue is the same for every caller, so a shared cache may keep it.
-        "tools/list" => json!({"tools": service.tool_list(), "ttlMs": 0, "cacheScope": "public"}),
+        "tools/list" => {
+            json!({"tools": service.tool_list(true), "ttlMs": 0, "cacheScope": "public"})
+        }
         "tools/call" => match call_tool(service, identity, request).await {
-            Ok(result) => tool_result(&result),
+            Ok(result) => tool_result(&result, true),
             Err(reply) => return reply,
         },
         other => {
@@ -331,11 +339,16 @@ async fn call_tool(
     Ok(tools::call(service, name, request.params.get("arguments"), identity).await)
 }
 
-fn tool_result(result: &ToolResult) -> Value {
-    json!({
+/// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results).
+fn tool_result(result: &ToolResult, structured: bool) -> Value {
+    let mut reply = json!({
         "content": [{"type": "text", "text": result.text}],
         "isError": result.is_error,
-    })
+    });
+    if let Some(data) = result.structured.as_ref().filter(|_| structured) {
+        reply["structuredContent"] = data.clone();
+    }
+    reply
 }
 
 #[cfg(test)]

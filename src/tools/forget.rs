@@ -4,8 +4,10 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use serde_json::{Value, json};
+
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
 
 const DEFINITION: Definition = Definition {
@@ -18,7 +20,12 @@ const DEFINITION: Definition = Definition {
         required: true,
         description: "The memory's id, as recall or list_memories showed it.",
     }],
+    output,
 };
+
+fn output() -> Value {
+    schema::object(json!({"id": {"type": "string"}, "deleted": {"type": "boolean"}}))
+}
 
 #[derive(Deserialize)]
 struct Args {
@@ -38,17 +45,18 @@ impl Tool for Forget {
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         let args: Args = schema::parse(args)?;
         let id = args::non_blank(&args.id, "id")?;
         let deleted = service
             .store
             .delete(&ctx.tenant, &ctx.visibility(), id)
             .await?;
-        Ok(if deleted {
+        let text = if deleted {
             format!("[MEMORY] Deleted {id}.")
         } else {
             format!("[MEMORY] No memory with id {id} exists for this project. Nothing was deleted.")
-        })
+        };
+        Ok(Answer::new(text, json!({"id": id, "deleted": deleted})))
     }
 }

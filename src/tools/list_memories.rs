@@ -3,8 +3,10 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use serde_json::{Value, json};
+
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args, cursor, render};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, args, cursor, render};
 use crate::context::RequestContext;
 use crate::memory::MemoryType;
 use crate::store::After;
@@ -36,7 +38,15 @@ const DEFINITION: Definition = Definition {
             description: "The `next cursor` of the page before, with the same type filter.",
         },
     ],
+    output,
 };
+
+fn output() -> Value {
+    schema::object(json!({
+        "memories": {"type": "array", "items": schema::memory()},
+        "nextCursor": {"type": ["string", "null"]},
+    }))
+}
 
 #[derive(Deserialize)]
 struct Args {
@@ -59,7 +69,7 @@ impl Tool for ListMemories {
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         let args: Args = schema::parse(args)?;
         let memory_type = args.memory_type;
         let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
@@ -82,22 +92,28 @@ impl Tool for ListMemories {
         found.retain(|m| visibility.can_see(m));
         let more = found.len() > limit;
         found.truncate(limit);
+        let next = (found.last().filter(|_| more))
+            .map(|last| cursor::encode(ctx, memory_type, &After::memory(last)));
+        let data = json!({
+            "memories": found.iter().map(render::data).collect::<Vec<_>>(),
+            "nextCursor": next,
+        });
         if found.is_empty() {
-            return Ok(match (memory_type, &after) {
+            let text = match (memory_type, &after) {
                 (_, Some(_)) => "[MEMORY] No more memories after this cursor.".into(),
                 (None, None) => "[MEMORY] This project has no memories yet.".into(),
                 (Some(t), None) => {
                     format!("[MEMORY] This project has no memories of type \"{t}\" yet.")
                 }
-            });
+            };
+            return Ok(Answer::new(text, data));
         }
         let n = found.len() as u64;
         let mut out = format!("[MEMORY] {n} {}, newest first.\n\n", render::memories(n));
         render::list(&mut out, found.iter().map(|m| (m, None)));
-        if let Some(last) = found.last().filter(|_| more) {
-            let next = cursor::encode(ctx, memory_type, &After::memory(last));
+        if let Some(next) = &next {
             out.push_str(&format!("\n\nnext cursor: {next}"));
         }
-        Ok(out)
+        Ok(Answer::new(out, data))
     }
 }

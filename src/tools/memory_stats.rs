@@ -2,8 +2,10 @@
 
 use async_trait::async_trait;
 
-use super::schema::Definition;
-use super::{Arguments, Tool, ToolError, ToolService, render};
+use serde_json::{Map, Value, json};
+
+use super::schema::{self, Definition};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 
 const EXACT_DEFINITION: Definition = Definition {
@@ -12,7 +14,16 @@ const EXACT_DEFINITION: Definition = Definition {
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's.",
     params: &[],
+    output,
 };
+
+fn output() -> Value {
+    schema::object(json!({
+        "total": {"type": "integer"},
+        "byType": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "lowerBound": {"type": "boolean"},
+    }))
+}
 
 const BOUNDED_DEFINITION: Definition = Definition {
     name: "memory_stats",
@@ -21,6 +32,7 @@ const BOUNDED_DEFINITION: Definition = Definition {
         conversation's. Very large projects are counted up to a cap, and the answer then says its \
         figures are lower bounds.",
     params: &[],
+    output,
 };
 
 /// One tool, worded for the store: an exact one, or one that may stop counting at a cap.
@@ -40,13 +52,20 @@ impl Tool for MemoryStats {
         service: &ToolService,
         ctx: &RequestContext,
         _: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         let counts = service
             .store
             .count_by_type(&ctx.tenant, &ctx.visibility())
             .await?;
+        let by_type: Map<String, Value> = (counts.by_type.iter())
+            .map(|(t, n)| (t.as_str().to_owned(), json!(n)))
+            .collect();
+        let data = json!({"total": counts.total, "byType": by_type, "lowerBound": counts.scan_cap.is_some()});
         if counts.total == 0 {
-            return Ok("[MEMORY] This project has no memories yet.".into());
+            return Ok(Answer::new(
+                "[MEMORY] This project has no memories yet.",
+                data,
+            ));
         }
         let breakdown = counts
             .by_type
@@ -55,7 +74,7 @@ impl Tool for MemoryStats {
             .collect::<Vec<_>>()
             .join(", ");
         let noun = render::memories(counts.total);
-        Ok(match counts.scan_cap {
+        let text = match counts.scan_cap {
             None => format!(
                 "[MEMORY] {} {noun} for this project ({breakdown}).",
                 counts.total
@@ -65,6 +84,7 @@ impl Tool for MemoryStats {
              {cap} keys, so every figure here is a lower bound.",
                 counts.total
             ),
-        })
+        };
+        Ok(Answer::new(text, data))
     }
 }

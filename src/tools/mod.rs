@@ -44,7 +44,7 @@ trait Tool: Send + Sync {
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError>;
+    ) -> Result<Answer, ToolError>;
 }
 
 /// What the tools work with, and the tools this process offers.
@@ -60,7 +60,8 @@ pub struct ToolService {
     pub metrics: Arc<Metrics>,
     /// In the order `tools/list` shows them; a tool not offered is not callable either.
     tools: Vec<&'static dyn Tool>,
-    list: Value,
+    /// `tools/list` without output schemas (before 2025-06-18) and with them.
+    lists: [Value; 2],
 }
 
 impl ToolService {
@@ -74,7 +75,13 @@ impl ToolService {
         metrics: Arc<Metrics>,
     ) -> Self {
         let tools = catalogue(store.exact_counts(), docs.is_some());
-        let list = Value::Array(tools.iter().map(|t| t.definition().to_json()).collect());
+        let lists = [false, true].map(|structured| {
+            Value::Array(
+                (tools.iter())
+                    .map(|t| t.definition().to_json(structured))
+                    .collect(),
+            )
+        });
         ToolService {
             store,
             embedder,
@@ -84,13 +91,14 @@ impl ToolService {
             deadline,
             metrics,
             tools,
-            list,
+            lists,
         }
     }
 
-    /// The `tools` array of `tools/list`; it never changes while the process runs.
-    pub fn tool_list(&self) -> &Value {
-        &self.list
+    /// The `tools` array of `tools/list`, with each tool's `outputSchema` when the
+    /// protocol version has structured results; it never changes while the process runs.
+    pub fn tool_list(&self, structured: bool) -> &Value {
+        &self.lists[usize::from(structured)]
     }
 
     /// Counts one use of each of `used` for `ctx`. The answer is already found: a failure
@@ -136,18 +144,37 @@ fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
     tools
 }
 
-/// A tool's answer: one text block, flagged when it reports a failure.
+/// What a tool found: the text the model reads, and the same answer as data for programs
+/// (`structuredContent`, matching the tool's `outputSchema`; docs/behavior.md#structured-results).
+pub struct Answer {
+    text: String,
+    data: Value,
+}
+
+impl Answer {
+    fn new(text: impl Into<String>, data: Value) -> Answer {
+        Answer {
+            text: text.into(),
+            data,
+        }
+    }
+}
+
+/// A tool's answer: one text block, flagged when it reports a failure, and its data when
+/// it succeeded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     pub text: String,
     pub is_error: bool,
+    pub structured: Option<Value>,
 }
 
 impl ToolResult {
-    fn ok(text: String) -> Self {
+    fn ok(answer: Answer) -> Self {
         ToolResult {
-            text,
+            text: answer.text,
             is_error: false,
+            structured: Some(answer.data),
         }
     }
 
@@ -155,6 +182,7 @@ impl ToolResult {
         ToolResult {
             text,
             is_error: true,
+            structured: None,
         }
     }
 }
@@ -279,7 +307,7 @@ async fn answer(
         ..Default::default()
     };
     let (result, outcome) = match outcome {
-        Ok(text) => (ToolResult::ok(text), Outcome::Ok),
+        Ok(answer) => (ToolResult::ok(answer), Outcome::Ok),
         Err(ToolError::Invalid(message)) => refused(format!("Error: {message}")),
         Err(ToolError::Dependency { shown, logged }) => {
             log::error("tool_failed", &logged, &fields);
@@ -336,7 +364,7 @@ mod tests {
     #[test]
     fn the_listing_has_no_tenant_property_and_says_what_is_required() {
         let list: Vec<Value> = (catalogue(true, true).iter())
-            .map(|t| t.definition().to_json())
+            .map(|t| t.definition().to_json(true))
             .collect();
         assert!(
             !Value::Array(list.clone())

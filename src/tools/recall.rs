@@ -3,8 +3,10 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use serde_json::{Value, json};
+
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args, render};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, RecallMode};
@@ -39,7 +41,21 @@ const DEFINITION: Definition = Definition {
                 matches; use it when balanced found nothing.",
         },
     ],
+    output,
 };
+
+fn output() -> Value {
+    let mut result = schema::memory();
+    result["properties"]["standing"] = json!({"type": "number", "minimum": 0, "maximum": 1});
+    if let Some(required) = result["required"].as_array_mut() {
+        required.push(json!("standing"));
+    }
+    schema::object(json!({
+        "mode": {"type": "string", "enum": RecallMode::NAMES},
+        "confidence": {"type": "string", "enum": ["high", "medium", "no_confident_match", "no_match"]},
+        "results": {"type": "array", "items": result},
+    }))
+}
 
 /// The longest query recall embeds and searches for, as long as the longest memory.
 pub const MAX_QUERY_BYTES: usize = 32_000;
@@ -66,7 +82,7 @@ impl Tool for Recall {
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         let args: Args = schema::parse(args)?;
         let mode = args.mode.unwrap_or(RecallMode::Balanced);
         let query = args::non_blank(&args.query, "query")?;
@@ -88,8 +104,9 @@ async fn recall(
     query: &str,
     mode: RecallMode,
     limit: usize,
-) -> Result<String, ToolError> {
+) -> Result<Answer, ToolError> {
     let asked = render::quote(query, QUOTE_CHARS);
+    let data = |confidence: &str, results: Vec<Value>| json!({"mode": mode.as_str(), "confidence": confidence, "results": results});
     let vector = service.embedder.embed(query).await?;
     let visibility = ctx.visibility();
     let terms = search::query_terms(query);
@@ -114,10 +131,11 @@ async fn recall(
     candidates.retain(|c| visibility.can_see(&c.hit.memory));
 
     if candidates.is_empty() {
-        return Ok(format!(
+        let text = format!(
             "[MEMORY] No memories stored for this project matched \"{asked}\".\n{}",
             no_match_guidance(mode)
-        ));
+        );
+        return Ok(Answer::new(text, data("no_match", Vec::new())));
     }
     let now = now_ms();
     let ranking = ranking::rank(
@@ -135,26 +153,29 @@ async fn recall(
         } else {
             ("memories", "were")
         };
-        return Ok(format!(
+        let text = format!(
             "[MEMORY] Nothing matched \"{asked}\" closely enough.\n\
              NO CONFIDENT MATCH: {g} {noun} {verb} found but fell below the similarity threshold. \
              Rephrase the query, or reason from first principles and say that you did. \
              Do not present a guess as a remembered fact."
-        ));
+        );
+        return Ok(Answer::new(text, data("no_confident_match", Vec::new())));
     }
 
     let used: Vec<&Memory> = ranking.results.iter().map(|r| &*r.memory).collect();
     service.count_uses(ctx, "recall", &used, now).await;
 
     let n = ranking.results.len() as u64;
-    let guidance = match ranking.confidence {
-        Confidence::High => {
-            "HIGH CONFIDENCE: the top result closely matches the question; use these directly."
-        }
-        _ => {
+    let (guidance, confidence) = match ranking.confidence {
+        Confidence::High => (
+            "HIGH CONFIDENCE: the top result closely matches the question; use these directly.",
+            "high",
+        ),
+        _ => (
             "MEDIUM CONFIDENCE: these are relevant, but check that they apply to the current \
-             context before relying on them."
-        }
+             context before relying on them.",
+            "medium",
+        ),
     };
     let mut out = format!(
         "[MEMORY] {n} {} matched \"{asked}\" (mode: {}).\n{guidance}\n\n",
@@ -168,7 +189,14 @@ async fn recall(
             .iter()
             .map(|r| (&*r.memory, Some(r.standing))),
     );
-    Ok(out)
+    let results = (ranking.results.iter())
+        .map(|r| {
+            let mut memory = render::data(&r.memory);
+            memory["standing"] = json!(r.standing);
+            memory
+        })
+        .collect();
+    Ok(Answer::new(out, data(confidence, results)))
 }
 
 fn no_match_guidance(mode: RecallMode) -> String {

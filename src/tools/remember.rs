@@ -4,8 +4,10 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use serde_json::{Value, json};
+
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args, render};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{MemoryType, NewMemory, Scope, new_id, now_ms};
 use crate::store::Remembered;
@@ -70,7 +72,16 @@ const DEFINITION: Definition = Definition {
                 and tags given here.",
         },
     ],
+    output,
 };
+
+fn output() -> Value {
+    schema::object(json!({
+        "outcome": {"type": "string", "enum": ["stored", "replaced", "already_known"]},
+        "id": {"type": "string"},
+        "memory": schema::memory(),
+    }))
+}
 
 #[derive(Deserialize)]
 struct Args {
@@ -96,7 +107,7 @@ impl Tool for Remember {
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         let memory = validate(ctx, schema::parse(args)?)?;
         remember(service, ctx, memory).await
     }
@@ -106,30 +117,31 @@ async fn remember(
     service: &ToolService,
     ctx: &RequestContext,
     memory: NewMemory,
-) -> Result<String, ToolError> {
+) -> Result<Answer, ToolError> {
     let vector = service.embedder.embed(&memory.content).await?;
     let outcome = service
         .store
         .remember(&ctx.tenant, &ctx.visibility(), memory, &vector)
         .await?;
-    Ok(match outcome {
-        Remembered::Stored(m) => {
-            let mut out = match &m.replaces {
-                Some(old) => format!("[MEMORY] Stored as {}, replacing {old}.\n\n", m.id),
-                None => format!("[MEMORY] Stored as {}.\n\n", m.id),
-            };
-            render::memory(&mut out, 1, &m, None);
-            out
-        }
+    let (mut out, outcome, memory) = match outcome {
+        Remembered::Stored(m) => match &m.replaces {
+            Some(old) => (
+                format!("[MEMORY] Stored as {}, replacing {old}.\n\n", m.id),
+                "replaced",
+                m,
+            ),
+            None => (format!("[MEMORY] Stored as {}.\n\n", m.id), "stored", m),
+        },
         Remembered::AlreadyKnown(existing) => {
             (service.count_uses(ctx, "remember", &[&existing], now_ms())).await;
-            let mut out = "[MEMORY] Already known — an existing memory already says this, so \
-                           nothing new was written.\n\n"
-                .to_owned();
-            render::memory(&mut out, 1, &existing, None);
-            out
+            let said = "[MEMORY] Already known — an existing memory already says this, so \
+                        nothing new was written.\n\n";
+            (said.to_owned(), "already_known", existing)
         }
-    })
+    };
+    render::memory(&mut out, 1, &memory, None);
+    let data = json!({"outcome": outcome, "id": memory.id, "memory": render::data(&memory)});
+    Ok(Answer::new(out, data))
 }
 
 /// docs/behavior.md#remember, first failure wins.

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use serde_json::{Value, json};
+
 use crate::memory::{Memory, Scope, iso};
 
 /// `text` as an answer quotes it on one line: at most `chars` characters, then `…`, with
@@ -62,6 +64,21 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
     if !m.tags.is_empty() {
         indented(out, &format!("tags: {}", m.tags.join(", ")));
     }
+}
+
+/// `m` as structured results give it (`schema::memory`). Memories do not expire yet.
+pub fn data(m: &Memory) -> Value {
+    json!({
+        "id": m.id,
+        "content": m.content,
+        "type": m.memory_type.as_str(),
+        "category": m.category,
+        "tags": m.tags,
+        "scope": m.scope.as_str(),
+        "created": iso(m.created_at),
+        "expires": null,
+        "replaces": m.replaces,
+    })
 }
 
 /// Entries separated by single newlines.

@@ -27,10 +27,14 @@ pub struct Definition {
     pub name: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
+    /// The JSON Schema of the tool's `structuredContent`.
+    pub output: fn() -> Value,
 }
 
 impl Definition {
-    pub fn to_json(&self) -> Value {
+    /// The tool as `tools/list` shows it; `structured` adds its `outputSchema` (protocol
+    /// versions from 2025-06-18).
+    pub fn to_json(&self, structured: bool) -> Value {
         let mut properties = Map::new();
         for p in self.params {
             let mut schema = match p.kind {
@@ -52,7 +56,11 @@ impl Definition {
         if !required.is_empty() {
             input_schema["required"] = json!(required);
         }
-        json!({"name": self.name, "description": self.description, "inputSchema": input_schema})
+        let mut tool = json!({"name": self.name, "description": self.description, "inputSchema": input_schema});
+        if structured {
+            tool["outputSchema"] = (self.output)();
+        }
+        tool
     }
 
     /// The schema layer: types, enums and required properties. `null` counts as absent,
@@ -104,6 +112,31 @@ pub fn parse<T: DeserializeOwned>(args: &Arguments) -> Result<T, ToolError> {
         .collect();
     serde_json::from_value(Value::Object(present))
         .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
+}
+
+/// An object schema of `properties`, every one required.
+pub fn object(properties: Value) -> Value {
+    let required: Vec<String> = properties
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// A memory as structured results give it (`render::data`).
+pub fn memory() -> Value {
+    let text_or_null = json!({"type": ["string", "null"]});
+    object(json!({
+        "id": {"type": "string"},
+        "content": {"type": "string"},
+        "type": {"type": "string", "enum": crate::memory::MemoryType::NAMES},
+        "category": text_or_null,
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "scope": {"type": "string", "enum": crate::memory::Scope::NAMES},
+        "created": {"type": "string", "format": "date-time"},
+        "expires": text_or_null,
+        "replaces": text_or_null,
+    }))
 }
 
 #[cfg(test)]

@@ -7,8 +7,10 @@ use std::fmt::Write;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use serde_json::{Value, json};
+
 use super::schema::{self, Definition, Kind, Param};
-use super::{Arguments, Tool, ToolError, ToolService, args};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
 use crate::docs::Library;
 
@@ -36,7 +38,17 @@ const DEFINITION: Definition = Definition {
             description: "How many excerpts to return (1-50). Default 5.",
         },
     ],
+    output,
 };
+
+fn output() -> Value {
+    let excerpt = schema::object(json!({
+        "text": {"type": "string"},
+        "source": {"type": ["string", "null"]},
+        "score": {"type": ["number", "null"]},
+    }));
+    schema::object(json!({"excerpts": {"type": "array", "items": excerpt}}))
+}
 
 #[derive(Deserialize)]
 struct Args {
@@ -57,7 +69,7 @@ impl Tool for SearchDocs {
         service: &ToolService,
         _: &RequestContext,
         args: &Arguments,
-    ) -> Result<String, ToolError> {
+    ) -> Result<Answer, ToolError> {
         // Offered only with a library: the catalogue has no `search_docs` otherwise.
         let Some(library) = &service.docs else {
             return Err(ToolError::Invalid("unknown tool \"search_docs\".".into()));
@@ -66,7 +78,7 @@ impl Tool for SearchDocs {
     }
 }
 
-async fn search(library: &dyn Library, args: Args) -> Result<String, ToolError> {
+async fn search(library: &dyn Library, args: Args) -> Result<Answer, ToolError> {
     let query = args::non_blank(&args.query, "query")?;
     let length = query.chars().count();
     if length > MAX_QUERY_CHARS {
@@ -77,11 +89,17 @@ async fn search(library: &dyn Library, args: Args) -> Result<String, ToolError> 
     }
     let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
     let excerpts = library.search(query, limit).await?;
+    let data = json!({"excerpts": (excerpts.iter())
+        .map(|e| json!({"text": excerpt(&e.text), "source": e.source, "score": e.score}))
+        .collect::<Vec<_>>()});
     if excerpts.is_empty() {
-        return Ok(format!(
-            "[DOCS] Nothing in the documentation library matched \"{query}\".\nAn empty result \
+        return Ok(Answer::new(
+            format!(
+                "[DOCS] Nothing in the documentation library matched \"{query}\".\nAn empty result \
              means nothing close to the query is indexed, which is not the same as the subject \
              having no answer. Rephrasing the query may help."
+            ),
+            data,
         ));
     }
     let top = excerpts
@@ -107,7 +125,7 @@ async fn search(library: &dyn Library, args: Args) -> Result<String, ToolError> 
         }
         let _ = write!(out, "\n   {}", excerpt(&e.text));
     }
-    Ok(out)
+    Ok(Answer::new(out, data))
 }
 
 fn excerpt(text: &str) -> String {
@@ -150,6 +168,10 @@ mod tests {
     }
 
     fn call(library: &Shelf, args: serde_json::Value) -> Result<String, ToolError> {
+        answer(library, args).map(|a| a.text)
+    }
+
+    fn answer(library: &Shelf, args: serde_json::Value) -> Result<Answer, ToolError> {
         let args = args.as_object().unwrap().clone();
         tokio::runtime::Builder::new_current_thread()
             .build()

@@ -38,6 +38,14 @@ class Checks:
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.passed = 0
+        self.last = None
+
+    def structured(self) -> dict:
+        """The last tool result's structuredContent, as the SDK read it (and checked it
+        against the tool's outputSchema)."""
+        res = self.last
+        data = getattr(res, "structured_content", None) or getattr(res, "structuredContent", None)
+        return data or {}
 
     def ok(self, name: str, cond: bool, got: object = None) -> None:
         if not cond:
@@ -64,6 +72,7 @@ async def call(c: Checks, client, tool: str, args: dict, *, error: bool = False)
     """Call a tool, check the result shape (docs/behavior.md#tool-call-results: one text block) and
     whether it is an error as expected; return the text."""
     res = await client.call_tool(tool, args)
+    c.last = res
     text = text_of(res)
     c.ok(f"{tool} {args} -> is_error={error}, one text block",
          res.is_error is error and len(res.content) == 1 and text != "",
@@ -95,6 +104,10 @@ async def run(url: str, mode: str, c: Checks) -> None:
         mem_id = m.group(1)
         c.ok("remember: renders the memory with [id:<id>], content and tags",
              f"[id:{mem_id}]" in t and FACT in t and "tags: deploy" in t, t)
+        d = c.structured()
+        c.ok("remember: structuredContent says stored, with the id and the memory",
+             d.get("outcome") == "stored" and d.get("id") == mem_id
+             and d.get("memory", {}).get("tags") == ["deploy"], d)
 
         t = await call(c, a, "remember", {"content": FACT, "tags": ["deploy"]})
         c.ok("remember again: 'Already known', showing the existing memory",
@@ -103,6 +116,11 @@ async def run(url: str, mode: str, c: Checks) -> None:
         t = await call(c, a, "recall", {"query": "deploy pipeline blue-green releases"})
         c.ok("recall: '1 memory matched', the content and its standing",
              "1 memory matched" in t and FACT in t and "100% of the top result" in t, t)
+        d = c.structured()
+        results = d.get("results") or [{}]
+        c.ok("recall: structuredContent has the result, its standing and the confidence",
+             results[0].get("id") == mem_id and results[0].get("standing") == 1.0
+             and d.get("confidence") in ("high", "medium"), d)
 
         t = await call(c, a, "recall", {"query": "zebra migration patterns in antarctica"})
         c.ok("recall unrelated: NO MATCH FOUND / NO CONFIDENT MATCH",
@@ -111,10 +129,18 @@ async def run(url: str, mode: str, c: Checks) -> None:
         t = await call(c, a, "list_memories", {})
         c.ok("list_memories: '1 memory, newest first'",
              "1 memory, newest first" in t and FACT in t, t)
+        d = c.structured()
+        c.ok("list_memories: structuredContent lists the memory, no next cursor",
+             [m.get("id") for m in d.get("memories", [])] == [mem_id]
+             and d.get("nextCursor", "absent") is None, d)
 
         t = await call(c, a, "memory_stats", {})
         c.ok("memory_stats: '1 memory for this project (project: 1)'",
              "1 memory for this project (project: 1)" in t, t)
+        d = c.structured()
+        c.ok("memory_stats: structuredContent counts 1, exactly",
+             d.get("total") == 1 and d.get("byType") == {"project": 1}
+             and d.get("lowerBound") is False, d)
 
         t = await call(c, a, "recall", {"query": 42}, error=True)
         c.ok("recall with query 42: 'Input validation error' naming the tool",
