@@ -12,6 +12,12 @@
 //! Both servers of a backend share one store: the memories are written once and the two
 //! recall modes differ only in RECALL_KEYWORD_WEIGHT. Prints one line per run and writes
 //! bench/results/locomo.json.
+//!
+//! `LOCOMO_SWEEP=1` measures the popularity loop instead (SQLite, hybrid): the turns are
+//! stored once, then every mode asks every question in a row on a copy of that store, once
+//! as the server runs (each recall records its results' uses, which feed the ranking) and
+//! once with every use cleared after each recall (as if nothing were recorded). Writes
+//! bench/results/locomo-sweep.json.
 
 mod postgres;
 
@@ -177,6 +183,27 @@ async fn run(
 ) -> Value {
     let server = Server::start(database_url, keyword_weight).await;
     let started = Instant::now();
+    let (memory_of, stored) = ingest(&server, data).await;
+    let ingest_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (overall, by_category) = ask(&server, data, &memory_of, mode, None).await;
+    let recall_s = started.elapsed().as_secs_f64();
+    let o = overall.json();
+    println!(
+        "locomo {backend} {recall} ({mode}): recall@5 {} recall@10 {} MRR {} over {} questions \
+         ({stored} turns stored in {ingest_s:.0} s; recalls took {recall_s:.0} s)",
+        o["recall@5"], o["recall@10"], o["mrr"], o["questions"]
+    );
+    json!({
+        "backend": backend, "recall": recall, "mode": mode, "overall": o,
+        "by_category": by_category.iter().map(|(c, t)| (c.to_string(), t.json())).collect::<serde_json::Map<_, _>>(),
+        "turns_stored": stored, "ingest_seconds": round(ingest_s), "recall_seconds": round(recall_s),
+    })
+}
+
+/// Every turn through `remember`, one tenant per conversation: each conversation's turn
+/// ids and the memory each became, and how many were stored.
+async fn ingest(server: &Server, data: &[Value]) -> (Vec<HashMap<String, String>>, usize) {
     let mut memory_of: Vec<HashMap<String, String>> = Vec::new();
     let mut stored = 0;
     for sample in data {
@@ -191,11 +218,21 @@ async fn run(
         }
         memory_of.push(ids);
     }
-    let ingest_s = started.elapsed().as_secs_f64();
-    let started = Instant::now();
+    (memory_of, stored)
+}
+
+/// Every question through `recall`, in order; with `forget_uses`, the SQLite file whose
+/// recorded uses are cleared after each one.
+async fn ask(
+    server: &Server,
+    data: &[Value],
+    memory_of: &[HashMap<String, String>],
+    mode: &str,
+    forget_uses: Option<&std::path::Path>,
+) -> (Tally, BTreeMap<u64, Tally>) {
     let mut overall = Tally::default();
     let mut by_category: BTreeMap<u64, Tally> = BTreeMap::new();
-    for (sample, ids) in data.iter().zip(&memory_of) {
+    for (sample, ids) in data.iter().zip(memory_of) {
         let tenant = format!("locomo-{}", sample["sample_id"].as_str().unwrap_or("x"));
         for qa in sample["qa"].as_array().unwrap() {
             let evidence: HashSet<String> = qa["evidence"]
@@ -221,20 +258,49 @@ async fn run(
                 .entry(qa["category"].as_u64().unwrap_or(0))
                 .or_default()
                 .add(&evidence, &found);
+            if let Some(file) = forget_uses {
+                // Another connection's change of counts: the server reads them again.
+                rusqlite::Connection::open(file)
+                    .unwrap()
+                    .execute_batch(
+                        "DELETE FROM memory_uses; UPDATE memories SET access_count = 0, \
+                         last_accessed_at = NULL WHERE access_count > 0 OR last_accessed_at IS NOT NULL",
+                    )
+                    .unwrap();
+            }
         }
     }
-    let recall_s = started.elapsed().as_secs_f64();
-    let o = overall.json();
-    println!(
-        "locomo {backend} {recall} ({mode}): recall@5 {} recall@10 {} MRR {} over {} questions \
-         ({stored} turns stored in {ingest_s:.0} s; recalls took {recall_s:.0} s)",
-        o["recall@5"], o["recall@10"], o["mrr"], o["questions"]
-    );
-    json!({
-        "backend": backend, "recall": recall, "mode": mode, "overall": o,
-        "by_category": by_category.iter().map(|(c, t)| (c.to_string(), t.json())).collect::<serde_json::Map<_, _>>(),
-        "turns_stored": stored, "ingest_seconds": round(ingest_s), "recall_seconds": round(recall_s),
-    })
+    (overall, by_category)
+}
+
+/// The popularity loop (`LOCOMO_SWEEP=1`): every mode, uses recorded and cleared, each on a
+/// copy of one ingested store.
+async fn sweep(data: &[Value]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.db");
+    let server = Server::start(&format!("sqlite:{}", base.display()), None).await;
+    let (memory_of, stored) = ingest(&server, data).await;
+    println!("locomo sweep: {stored} turns stored");
+    let mut runs = Vec::new();
+    for mode in ["precision", "balanced", "exploratory"] {
+        for uses in ["recorded", "cleared"] {
+            let copy = dir.path().join(format!("{mode}-{uses}.db"));
+            rusqlite::Connection::open(&base)
+                .unwrap()
+                .execute("VACUUM INTO ?1", [copy.display().to_string()])
+                .unwrap();
+            let server = Server::start(&format!("sqlite:{}", copy.display()), None).await;
+            let cleared = (uses == "cleared").then_some(copy.as_path());
+            let (overall, _) = ask(&server, data, &memory_of, mode, cleared).await;
+            let o = overall.json();
+            println!(
+                "locomo sweep hybrid {mode}, uses {uses}: recall@5 {} recall@10 {} MRR {} over {} questions",
+                o["recall@5"], o["recall@10"], o["mrr"], o["questions"]
+            );
+            runs.push(json!({"mode": mode, "uses": uses, "overall": o}));
+        }
+    }
+    json!({"runs": runs})
 }
 
 /// The two recall modes: vector-only, and hybrid at the default weight.
@@ -258,6 +324,16 @@ async fn main() {
         &std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}")),
     )
     .unwrap();
+    if std::env::var("LOCOMO_SWEEP").is_ok_and(|v| v == "1") {
+        let report = sweep(&data).await;
+        let out = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/bench/results/locomo-sweep.json"
+        );
+        std::fs::write(out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        println!("wrote {out}");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut results = Vec::new();
     for (recall, weight) in RECALLS {
