@@ -73,33 +73,42 @@ CREATE TABLE IF NOT EXISTS memory_versions (
   memories  INTEGER NOT NULL DEFAULT 0,
   uses      INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS memories_inserted_version AFTER INSERT ON memories BEGIN
-  INSERT INTO memory_versions (tenant_id, memories) VALUES (NEW.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memories_deleted_version AFTER DELETE ON memories BEGIN
-  INSERT INTO memory_versions (tenant_id, memories) VALUES (OLD.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memories_updated_version AFTER UPDATE ON memories BEGIN
-  INSERT INTO memory_versions (tenant_id, memories) VALUES (OLD.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
-  INSERT INTO memory_versions (tenant_id, memories) VALUES (NEW.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memory_uses_inserted_version AFTER INSERT ON memory_uses BEGIN
-  INSERT INTO memory_versions (tenant_id, uses) VALUES (NEW.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memory_uses_updated_version AFTER UPDATE ON memory_uses BEGIN
-  INSERT INTO memory_versions (tenant_id, uses) VALUES (NEW.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memory_uses_deleted_version AFTER DELETE ON memory_uses BEGIN
-  INSERT INTO memory_versions (tenant_id, uses) VALUES (OLD.tenant_id, 1)
-    ON CONFLICT (tenant_id) DO UPDATE SET uses = uses + 1;
-END;
 ";
+
+/// The triggers that keep `memory_versions`: for each change to a table, whose tenant it
+/// moves (the row before, after, or both) and which version.
+const VERSIONED: [(&str, &str, &[&str], &str); 6] = [
+    ("INSERT", "memories", &["NEW"], "memories"),
+    ("DELETE", "memories", &["OLD"], "memories"),
+    ("UPDATE", "memories", &["OLD", "NEW"], "memories"),
+    ("INSERT", "memory_uses", &["NEW"], "uses"),
+    ("UPDATE", "memory_uses", &["NEW"], "uses"),
+    ("DELETE", "memory_uses", &["OLD"], "uses"),
+];
+
+/// `VERSIONED` as SQL, created with the schema.
+fn version_triggers() -> String {
+    let mut sql = String::new();
+    for (event, table, rows, version) in VERSIONED {
+        let done = match event {
+            "INSERT" => "inserted",
+            "DELETE" => "deleted",
+            _ => "updated",
+        };
+        let name = format!("{table}_{done}_version");
+        sql.push_str(&format!(
+            "CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table} BEGIN\n"
+        ));
+        for row in rows {
+            sql.push_str(&format!(
+                "  INSERT INTO memory_versions (tenant_id, {version}) VALUES ({row}.tenant_id, 1)\n\
+                 ON CONFLICT (tenant_id) DO UPDATE SET {version} = {version} + 1;\n"
+            ));
+        }
+        sql.push_str("END;\n");
+    }
+    sql
+}
 
 /// How long a statement waits for another process's lock on the file.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -144,7 +153,8 @@ impl SqliteStore {
         conn.pragma_update(None, "cache_size", -16_384)
             .map_err(failed)?;
         // Under the write lock, so processes opening a new file at once create it once.
-        (conn.execute_batch(&format!("BEGIN IMMEDIATE;{SCHEMA}COMMIT;"))).map_err(failed)?;
+        let schema = format!("BEGIN IMMEDIATE;{SCHEMA}{}COMMIT;", version_triggers());
+        conn.execute_batch(&schema).map_err(failed)?;
         upgrade(&mut conn).map_err(failed)?;
         let stored_width: Option<usize> = conn
             .query_row(
@@ -737,6 +747,24 @@ mod tests {
             .unwrap();
         assert_eq!(by_content(&a).await["used"].access_count, 4);
         assert_eq!(by_content(&b).await["used"].access_count, 4);
+    }
+
+    /// The triggers keep the names they were first created with: a file that has them is
+    /// not given a second set.
+    #[test]
+    fn version_triggers_keep_their_names() {
+        let sql = super::version_triggers();
+        for name in [
+            "memories_inserted_version",
+            "memories_deleted_version",
+            "memories_updated_version",
+            "memory_uses_inserted_version",
+            "memory_uses_updated_version",
+            "memory_uses_deleted_version",
+        ] {
+            assert!(sql.contains(&format!("EXISTS {name} AFTER")), "{name}");
+        }
+        assert_eq!(sql.matches("CREATE TRIGGER").count(), 6);
     }
 
     /// Two processes opening a file from before keyword recall at the same moment both
