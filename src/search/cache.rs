@@ -171,16 +171,6 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What the held indexes weigh together.
-    pub fn weight(&self) -> usize {
-        self.state().total
-    }
-
-    /// How many tenants have an entry.
-    pub fn tenants(&self) -> usize {
-        self.state().tenants.len()
-    }
-
     /// What the cache holds, for `/metrics`.
     pub fn usage(&self) -> Usage {
         let state = self.state();
@@ -439,7 +429,7 @@ mod tests {
         // One tenant larger than the budget is still held, alone.
         built(&cache, "huge", 2 * BUDGET);
         assert!(cache.held("huge").is_some() && cache.held("a").is_none());
-        assert_eq!(cache.tenants(), 1);
+        assert_eq!(cache.usage().tenants, 1);
     }
 
     #[test]
@@ -452,18 +442,22 @@ mod tests {
         for version in 1..9 {
             cache.apply("growing", &slot, version, version + 1, |s| s.0 += 50);
         }
-        assert_eq!(cache.weight(), BUDGET / 2 + 401, "every write was weighed");
+        assert_eq!(
+            cache.usage().bytes,
+            BUDGET / 2 + 401,
+            "every write was weighed"
+        );
         assert!(cache.held("old").is_some());
         cache.apply("growing", &slot, 9, 10, |s| s.0 += 50);
         assert!(
             cache.held("old").is_none(),
             "the grown index pushed the old one out"
         );
-        assert_eq!(cache.weight(), 451);
+        assert_eq!(cache.usage().bytes, 451);
         // A write the index cannot take (it shows another version) drops it, and its weight.
         cache.apply("growing", &slot, 3, 4, |s| s.0 += 1);
         assert!(cache.held("growing").is_none());
-        assert_eq!((cache.weight(), cache.tenants()), (0, 0));
+        assert_eq!((cache.usage().bytes, cache.usage().tenants), (0, 0));
     }
 
     #[test]
@@ -478,7 +472,7 @@ mod tests {
             let failed: Result<_, ()> = cache.current(&tenant, 1, || Err(()));
             assert!(failed.is_err());
         }
-        assert_eq!(cache.tenants(), 0);
+        assert_eq!(cache.usage().tenants, 0);
         // Forgetting a tenant's last memory lets it go too; release keeps a built index.
         built(&cache, "a", 10);
         let slot = cache.held("a").unwrap();
@@ -488,7 +482,7 @@ mod tests {
             "release keeps an index that holds something"
         );
         cache.apply("a", &slot, 1, 2, |s| s.0 = 0);
-        assert_eq!((cache.weight(), cache.tenants()), (0, 0));
+        assert_eq!((cache.usage().bytes, cache.usage().tenants), (0, 0));
     }
 
     #[test]

@@ -9,11 +9,15 @@ use crate::memory::{Memory, Scope, iso};
 /// `text` as an answer quotes it on one line: at most `chars` characters, then `…`, with
 /// line breaks as spaces.
 pub fn quote(text: &str, chars: usize) -> String {
-    let cut = match text.char_indices().nth(chars) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-    };
-    cut.split(is_line_break).collect::<Vec<_>>().join(" ")
+    match text.char_indices().nth(chars) {
+        None => one_line(text),
+        Some((cut, _)) => one_line(&format!("{}…", &text[..cut])),
+    }
+}
+
+/// `text` with its line breaks as spaces, for a label shown inside a line.
+fn one_line(text: &str) -> String {
+    text.split(is_line_break).collect::<Vec<_>>().join(" ")
 }
 
 /// What a reader may take for the start of a line: every Unicode line break.
@@ -41,7 +45,7 @@ pub fn memories(n: impl Into<u64>) -> &'static str {
 /// One numbered entry; `standing` (0..=1) only in recall results.
 pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f64>) {
     let mut facets = vec![match &m.category {
-        Some(category) => format!("{}/{}", m.memory_type, quote(category, usize::MAX)),
+        Some(category) => format!("{}/{}", m.memory_type, one_line(category)),
         None => m.memory_type.to_string(),
     }];
     if m.scope == Scope::Conversation {
@@ -57,7 +61,7 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
     let created = iso(m.created_at);
     facets.push(format!("stored {}", created.get(..10).unwrap_or(&created)));
     if let Some(replaced) = &m.replaces {
-        facets.push(format!("replaces {}", quote(replaced, usize::MAX)));
+        facets.push(format!("replaces {}", one_line(replaced)));
     }
     let _ = write!(out, "{position}. [id:{}] ({})", m.id, facets.join(", "));
     indented(out, &m.content);

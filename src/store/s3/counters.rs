@@ -235,6 +235,7 @@ impl Counters {
     /// do. The deltas leave `pending` before the write, so a failed write loses them rather
     /// than risking a double count; each failure is returned.
     pub async fn flush(&self) -> Result<(), Vec<FlushFailed>> {
+        self.forget_old_writes((self.clock)());
         let tenants: Vec<String> = lock(&self.pending).keys().cloned().collect();
         let mut failures = Vec::new();
         for tenant in tenants {
@@ -254,7 +255,14 @@ impl Counters {
             let body = to_json(&deltas).to_string().into_bytes();
             // Counted as written from before the write: a reading that lists the shard
             // while it lands holds it, and one that does not gets it from here.
-            self.note_written(&tenant, &key, now, deltas);
+            lock(&self.written)
+                .entry(tenant.clone())
+                .or_default()
+                .push(Written {
+                    key: key.clone(),
+                    at: now,
+                    tally: deltas,
+                });
             if let Err(error) = self.objects.put(&key, body, Condition::Always).await {
                 if let Some(list) = lock(&self.written).get_mut(&tenant) {
                     list.retain(|w| w.key != key);
@@ -269,18 +277,12 @@ impl Counters {
         }
     }
 
-    /// Keeps what a flush wrote for a minute, the longest a reading that may lack it is
-    /// served; older entries, and tenants left with none, go.
-    fn note_written(&self, tenant: &str, key: &str, now: i64, tally: Tally) {
-        let mut written = lock(&self.written);
-        written.retain(|_, list| {
+    /// What a flush wrote is kept for a minute, the longest a reading that may lack it is
+    /// served; older entries, and tenants left with none, go (once per flush).
+    fn forget_old_writes(&self, now: i64) {
+        lock(&self.written).retain(|_, list| {
             list.retain(|w| now - w.at < CACHE_MS);
             !list.is_empty()
-        });
-        written.entry(tenant.to_owned()).or_default().push(Written {
-            key: key.to_owned(),
-            at: now,
-            tally,
         });
     }
 

@@ -401,12 +401,14 @@ impl MemoryStore for SqliteStore {
                 }))
                 .map_err(failed)?;
                 // Another process counted uses since: read the counts, not the whole index.
-                let behind = slot.read_held(|index| index.uses() != now.uses);
-                if behind == Some(true) {
-                    (slot.read_held(|index| index.refresh_uses(&conn, &tenant, now.uses)))
-                        .transpose()
-                        .map_err(failed)?;
-                }
+                let refreshed = slot.read_held(|index| {
+                    if index.uses() == now.uses {
+                        Ok(())
+                    } else {
+                        index.refresh_uses(&conn, &tenant, now.uses)
+                    }
+                });
+                refreshed.transpose().map_err(failed)?;
                 slot
             };
             let query = Query {
@@ -618,18 +620,16 @@ mod tests {
         );
     }
 
+    /// Acme's five memories nearest to the first direction, as everyone sees them.
+    async fn near(store: &super::SqliteStore) -> Vec<crate::memory::Hit> {
+        let everyone = seen_from(None);
+        suite::nearest(store, &tenant("acme"), &everyone, &direction(0, 0.0), 5)
+            .await
+            .unwrap()
+    }
+
     async fn contents_near(store: &super::SqliteStore) -> Vec<String> {
-        let found = suite::nearest(
-            store,
-            &tenant("acme"),
-            &seen_from(None),
-            &direction(0, 0.0),
-            5,
-        )
-        .await
-        .unwrap();
-        found
-            .into_iter()
+        (near(store).await.into_iter())
             .map(|h| h.memory.content.clone())
             .collect()
     }
@@ -687,15 +687,7 @@ mod tests {
     }
 
     async fn by_content(store: &super::SqliteStore) -> HashMap<String, Arc<crate::memory::Memory>> {
-        let hits = suite::nearest(
-            store,
-            &tenant("acme"),
-            &seen_from(None),
-            &direction(0, 0.0),
-            5,
-        )
-        .await
-        .unwrap();
+        let hits = near(store).await;
         (hits.into_iter())
             .map(|h| (h.memory.content.clone(), h.memory))
             .collect()
