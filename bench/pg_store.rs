@@ -111,9 +111,7 @@ async fn main() {
     })
     .unwrap()
     .tenant;
-    let everyone = Visibility {
-        conversation: None::<Conversation>,
-    };
+    let everyone = Visibility::now(None::<Conversation>);
     let mut results = Vec::new();
     for &dim in &dims {
         for &n in &sizes {
@@ -157,6 +155,7 @@ async fn main() {
                     scope: Scope::Project,
                     conversation: None,
                     replaces: None,
+                    expires_at: None,
                 };
                 let v = vector(20_000_000 + i as u64, dim);
                 let t = Instant::now();

@@ -6,6 +6,7 @@ use crate::config::{Config, Timeouts};
 use crate::docs;
 use crate::embed::{self, TimedEmbedder};
 use crate::metrics::Metrics;
+use crate::store::sweep::Sweeper;
 use crate::store::{self, StoreError, TimedStore};
 use crate::tools::ToolService;
 
@@ -44,6 +45,8 @@ pub struct App {
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
+    /// Deletes expired memories; stopped at shutdown.
+    pub sweeper: Sweeper,
 }
 
 impl App {
@@ -60,12 +63,18 @@ impl App {
             embedder
         };
         let metrics = Arc::new(Metrics::new(config.metrics_tenant_label, FEATURES));
+        let store: Arc<dyn store::MemoryStore> = Arc::new(TimedStore {
+            inner: store,
+            metrics: Arc::clone(&metrics),
+        });
+        let sweeper = Sweeper::start(
+            Arc::clone(&store),
+            Arc::clone(&metrics),
+            config.expiry_sweep,
+        );
         Ok(App {
             tools: ToolService::new(
-                Arc::new(TimedStore {
-                    inner: store,
-                    metrics: Arc::clone(&metrics),
-                }),
+                store,
                 Arc::new(TimedEmbedder {
                     inner: embedder,
                     metrics: Arc::clone(&metrics),
@@ -81,6 +90,7 @@ impl App {
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,
             timeouts: config.timeouts,
+            sweeper,
         })
     }
 

@@ -101,7 +101,7 @@ pub async fn check_config(variables: Variables) -> ExitCode {
     }
     println!("embedder: answered");
     let probe = Tenant::new_unchecked("mcp-memory-check".into());
-    let everyone = Visibility { conversation: None };
+    let everyone = Visibility::now(None);
     if let Err(e) = service.store.count_by_type(&probe, &everyone).await {
         eprintln!("the store does not answer: {e}");
         return ExitCode::FAILURE;

@@ -119,6 +119,8 @@ pub struct Config {
     pub body_limit: usize,
     pub timeouts: Timeouts,
     pub store: store::Settings,
+    /// How often expired memories are deleted (`store::sweep`).
+    pub expiry_sweep: Duration,
     pub embedder: embed::Settings,
     pub knowledge_base: Option<KnowledgeBase>,
     pub min_similarity: f64,
@@ -162,6 +164,7 @@ impl Variables {
     pub fn resolve(self) -> Result<Config, String> {
         let mut warnings = Vec::new();
         let region = self.aws_region;
+        let expiry_sweep = Duration::from_secs(self.store.expiry_sweep_seconds as u64);
         let store = self.store.resolve(&region, &mut warnings)?;
         let knowledge_base = self.docs.resolve(&region, &mut warnings)?;
         let embedder = self.embedder.resolve(&region)?;
@@ -182,6 +185,7 @@ impl Variables {
                 request: milliseconds(self.mcp_request_timeout_ms),
             },
             store,
+            expiry_sweep,
             embedder,
             knowledge_base,
             min_similarity: self.recall_min_similarity,

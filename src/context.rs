@@ -25,10 +25,9 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// What the request sees at this instant.
     pub fn visibility(&self) -> Visibility {
-        Visibility {
-            conversation: self.conversation.clone(),
-        }
+        Visibility::now(self.conversation.clone())
     }
 }
 

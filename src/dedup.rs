@@ -67,6 +67,7 @@ mod tests {
             scope: Scope::Project,
             conversation: None,
             replaces: None,
+            expires_at: None,
         }
     }
 

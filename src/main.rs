@@ -63,6 +63,7 @@ async fn serve(variables: Variables) -> ExitCode {
         // Requests still running at the deadline are abandoned; the flush must happen.
         _ = async { stopping.notified().await; tokio::time::sleep(shutdown::DRAIN_DEADLINE).await } => {}
     }
+    app.sweeper.stop().await;
     if let Err(e) = app.tools.store.flush().await {
         log::error(
             "stats_final_flush_failed",

@@ -127,21 +127,39 @@ impl Conversation {
 }
 
 /// What one request may see: the project's memories, plus its own conversation's notes
-/// when it is in a conversation. The single definition of visibility (docs/behavior.md#visibility).
+/// when it is in a conversation, none of them expired at the request's instant. The single
+/// definition of visibility (docs/behavior.md#visibility).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Visibility {
     pub conversation: Option<Conversation>,
+    /// The instant (ms since the Unix epoch) the request sees the store at: a memory that
+    /// expires at or before it is gone, whether or not a sweep has deleted it yet.
+    pub at: i64,
 }
 
 impl Visibility {
+    /// What a request in `conversation` (if any) sees now.
+    pub fn now(conversation: Option<Conversation>) -> Visibility {
+        Visibility {
+            conversation,
+            at: now_ms(),
+        }
+    }
+
     pub fn can_see(&self, memory: &Memory) -> bool {
-        match memory.scope {
+        let in_audience = match memory.scope {
             Scope::Project => true,
             Scope::Conversation => match (&self.conversation, &memory.conversation) {
                 (Some(mine), Some(theirs)) => mine == theirs,
                 _ => false,
             },
-        }
+        };
+        in_audience && self.sees_alive(memory.expires_at)
+    }
+
+    /// Whether a memory expiring at `expires_at` is still there at the request's instant.
+    pub fn sees_alive(&self, expires_at: Option<i64>) -> bool {
+        !expired(expires_at, self.at)
     }
 
     /// Dedup candidates for a write of `scope` (docs/behavior.md#duplicates): a project-scoped write is
@@ -149,7 +167,10 @@ impl Visibility {
     /// swallow a fact meant for the whole project.
     pub fn for_dedup(&self, scope: Scope) -> Visibility {
         match scope {
-            Scope::Project => Visibility { conversation: None },
+            Scope::Project => Visibility {
+                conversation: None,
+                at: self.at,
+            },
             Scope::Conversation => self.clone(),
         }
     }
@@ -174,6 +195,8 @@ pub struct Memory {
     pub last_accessed_at: Option<i64>,
     /// The id of the memory this one took the place of (`remember`'s `replaces`).
     pub replaces: Option<String>,
+    /// Milliseconds since the Unix epoch from which the memory is gone; `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 /// A memory as `remember` hands it to the store, before it is written.
@@ -189,6 +212,7 @@ pub struct NewMemory {
     pub conversation: Option<Conversation>,
     /// The id of a memory the writer can see that this one takes the place of.
     pub replaces: Option<String>,
+    pub expires_at: Option<i64>,
 }
 
 impl NewMemory {
@@ -206,6 +230,7 @@ impl NewMemory {
             access_count: 0,
             last_accessed_at: None,
             replaces: self.replaces,
+            expires_at: self.expires_at,
         }
     }
 }
@@ -234,6 +259,12 @@ impl Hit {
 pub struct KeywordHit {
     pub hit: Hit,
     pub score: f64,
+}
+
+/// Whether a memory expiring at `expires_at` (ms; None for never) is gone at `at` (ms):
+/// from its expiry on.
+pub fn expired(expires_at: Option<i64>, at: i64) -> bool {
+    expires_at.is_some_and(|expires| expires <= at)
 }
 
 /// A fresh ULID minted from the write instant: lexicographic order is time order.
@@ -280,6 +311,7 @@ mod tests {
             scope,
             conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
             replaces: None,
+            expires_at: None,
         }
         .into_memory()
     }
@@ -287,7 +319,20 @@ mod tests {
     fn seen_by(conversation: Option<&str>) -> Visibility {
         Visibility {
             conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+            at: 1_000,
         }
+    }
+
+    #[test]
+    fn a_memory_is_gone_from_the_instant_it_expires() {
+        let mut m = memory(Scope::Project, None);
+        m.expires_at = Some(1_001);
+        assert!(seen_by(None).can_see(&m));
+        m.expires_at = Some(1_000);
+        assert!(!seen_by(None).can_see(&m));
+        assert!(!seen_by(None).for_dedup(Scope::Project).can_see(&m));
+        m.expires_at = None;
+        assert!(seen_by(None).can_see(&m));
     }
 
     #[test]

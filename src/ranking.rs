@@ -318,6 +318,7 @@ mod tests {
             scope: Scope::Project,
             conversation: None,
             replaces: None,
+            expires_at: None,
         }
         .into_memory();
         m.access_count = access_count;

@@ -91,6 +91,8 @@ pub struct Metrics {
     in_flight: AtomicI64,
     /// Uses a read found but could not count (`tools::ToolService::count_uses`).
     access_failures: AtomicU64,
+    /// Memories the expiry sweep deleted (`store::sweep`).
+    expired: AtomicU64,
 }
 
 impl Metrics {
@@ -101,6 +103,7 @@ impl Metrics {
             series: Mutex::default(),
             in_flight: AtomicI64::new(0),
             access_failures: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
         }
     }
 
@@ -138,6 +141,11 @@ impl Metrics {
     /// A read's answer whose uses could not be counted.
     pub fn access_record_failed(&self) {
         self.access_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Memories the expiry sweep deleted in one round.
+    pub fn memories_expired(&self, n: u64) {
+        self.expired.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts a request as in flight until the guard is dropped.
@@ -194,6 +202,13 @@ impl Metrics {
              counted.\n# TYPE mcp_memory_access_record_failures_total counter\n\
              mcp_memory_access_record_failures_total {}",
             self.access_failures.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_memory_memories_expired_total Expired memories the sweep deleted.\n\
+             # TYPE mcp_memory_memories_expired_total counter\n\
+             mcp_memory_memories_expired_total {}",
+            self.expired.load(Ordering::Relaxed)
         );
         out.push_str(
             "# HELP mcp_memory_tool_calls_total Tool calls by tool and outcome (ok, invalid, error).\n\

@@ -1,9 +1,11 @@
-//! Who may see each memory of a tenant: the whole tenant, or one conversation. Conversations
-//! are numbered as first seen, so a search compares small integers, never strings; and the
-//! memories and terms of each audience are kept added up, so BM25's corpus (what the caller
-//! can see) needs no pass over the tenant.
+//! Who may see each memory of a tenant: the whole tenant, or one conversation, until the
+//! memory expires. Conversations are numbered as first seen, so a search compares small
+//! integers, never strings; and the memories and terms of each audience are kept added up,
+//! so BM25's corpus (what the caller can see) needs no pass over the tenant. A memory that
+//! expires is also added up by its expiry, so the corpus at a request's instant leaves out
+//! what has expired by then, exactly, though the store's sweep has not deleted it yet.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::Position;
 use crate::memory::{Scope, Visibility};
@@ -12,6 +14,7 @@ type Audience = u32;
 const PROJECT: Audience = 0;
 /// A conversation note without a conversation: no request can see it.
 const NOBODY: Audience = u32::MAX;
+const NEVER: i64 = i64::MAX;
 
 /// How many memories an audience holds, and how many terms they have together.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -20,24 +23,47 @@ pub struct Totals {
     pub terms: u64,
 }
 
+impl Totals {
+    fn add(&mut self, terms: u64) {
+        self.memories += 1;
+        self.terms += terms;
+    }
+
+    fn take(&mut self, terms: u64) {
+        self.memories -= 1;
+        self.terms -= terms;
+    }
+}
+
 #[derive(Default)]
 pub struct Audiences {
     /// Each memory's, by position.
     of: Vec<Audience>,
+    /// Each memory's expiry (ms), by position; `NEVER` for most.
+    expires: Vec<i64>,
     conversations: HashMap<Box<str>, Audience>,
     totals: HashMap<Audience, Totals>,
+    /// The part of `totals` that expires, by audience and expiry.
+    expiring: BTreeMap<(Audience, i64), Totals>,
 }
 
 /// What one request may see, in the index's numbers: the project, and its conversation's
-/// notes if any memory has that conversation.
+/// notes if any memory has that conversation, as of its instant.
 #[derive(Clone, Copy)]
 pub struct Viewer {
     mine: Option<Audience>,
+    at: i64,
 }
 
 impl Audiences {
     /// The audience of a memory added at the end, with `terms` terms.
-    pub fn push(&mut self, scope: Scope, conversation: Option<&str>, terms: usize) {
+    pub fn push(
+        &mut self,
+        scope: Scope,
+        conversation: Option<&str>,
+        expires_at: Option<i64>,
+        terms: usize,
+    ) {
         let audience = match (scope, conversation) {
             (Scope::Project, _) => PROJECT,
             (Scope::Conversation, None) => NOBODY,
@@ -46,18 +72,27 @@ impl Audiences {
                 *self.conversations.entry(c.into()).or_insert(next)
             }
         };
-        let total = self.totals.entry(audience).or_default();
-        total.memories += 1;
-        total.terms += terms as u64;
+        let expires = expires_at.unwrap_or(NEVER);
+        self.totals.entry(audience).or_default().add(terms as u64);
+        if expires != NEVER {
+            (self.expiring.entry((audience, expires)).or_default()).add(terms as u64);
+        }
         self.of.push(audience);
+        self.expires.push(expires);
     }
 
     /// Removes the memory at `gone`, which had `terms` terms; the last takes its place.
     pub fn swap_remove(&mut self, gone: Position, terms: u32) {
         let audience = self.of.swap_remove(gone.index());
+        let expires = self.expires.swap_remove(gone.index());
         if let Some(total) = self.totals.get_mut(&audience) {
-            total.memories -= 1;
-            total.terms -= u64::from(terms);
+            total.take(u64::from(terms));
+        }
+        if let Some(total) = self.expiring.get_mut(&(audience, expires)) {
+            total.take(u64::from(terms));
+            if total.memories == 0 {
+                self.expiring.remove(&(audience, expires));
+            }
         }
     }
 
@@ -67,6 +102,7 @@ impl Audiences {
                 .conversation
                 .as_ref()
                 .and_then(|c| self.conversations.get(c.as_str()).copied()),
+            at: visibility.at,
         }
     }
 
@@ -74,18 +110,30 @@ impl Audiences {
     #[inline]
     pub fn sees(&self, viewer: Viewer, position: usize) -> bool {
         let audience = self.of[position];
-        audience == PROJECT || Some(audience) == viewer.mine
+        (audience == PROJECT || Some(audience) == viewer.mine) && self.expires[position] > viewer.at
     }
 
-    /// Everything `viewer` can see, added up.
+    /// How many (audience, expiry) sums are kept: about one per memory that expires.
+    pub fn expiring(&self) -> usize {
+        self.expiring.len()
+    }
+
+    /// Everything `viewer` can see, added up: its audiences, less what expired by its
+    /// instant (the few memories the sweep has yet to delete).
     pub fn visible(&self, viewer: Viewer) -> Totals {
-        [Some(PROJECT), viewer.mine]
-            .into_iter()
-            .flatten()
-            .filter_map(|a| self.totals.get(&a))
-            .fold(Totals::default(), |sum, t| Totals {
+        let mut sum = Totals::default();
+        for audience in [Some(PROJECT), viewer.mine].into_iter().flatten() {
+            let all = self.totals.get(&audience).copied().unwrap_or_default();
+            let expired = (self
+                .expiring
+                .range((audience, i64::MIN)..=(audience, viewer.at)))
+            .fold(Totals::default(), |sum, (_, t)| Totals {
                 memories: sum.memories + t.memories,
                 terms: sum.terms + t.terms,
-            })
+            });
+            sum.memories += all.memories - expired.memories;
+            sum.terms += all.terms - expired.terms;
+        }
+        sum
     }
 }

@@ -76,6 +76,7 @@ pub struct Entry<'a> {
     pub id: &'a str,
     pub scope: Scope,
     pub conversation: Option<&'a str>,
+    pub expires_at: Option<i64>,
 }
 
 pub struct SearchIndex {
@@ -123,8 +124,12 @@ impl SearchIndex {
     pub fn push(&mut self, entry: Entry<'_>, vector: &[f32], terms: &[String]) -> Position {
         self.remove(entry.id);
         let position = Position::at(self.ids.len());
-        self.audiences
-            .push(entry.scope, entry.conversation, terms.len());
+        (self.audiences).push(
+            entry.scope,
+            entry.conversation,
+            entry.expires_at,
+            terms.len(),
+        );
         self.vectors.push(vector);
         self.postings.push(position, terms);
         self.id_bytes += id_bytes(entry.id);
@@ -222,9 +227,18 @@ impl SearchIndex {
 
     /// Roughly what the index holds, in bytes, for the cache's budget.
     pub fn bytes(&self) -> usize {
-        self.vectors.values() * 5 + self.len() * 40 + self.id_bytes + self.postings.bytes()
+        self.vectors.values() * 5
+            + self.len() * PER_MEMORY
+            + self.audiences.expiring() * PER_EXPIRY
+            + self.id_bytes
+            + self.postings.bytes()
     }
 }
+
+/// What a memory costs besides its vector, id and terms: norms, scales, audience, expiry.
+const PER_MEMORY: usize = 48;
+/// What a memory that expires adds: its sum by expiry (`audiences.rs`).
+const PER_EXPIRY: usize = 64;
 
 fn id_bytes(id: &str) -> usize {
     2 * (40 + id.len())
@@ -235,7 +249,11 @@ impl SearchIndex {
     /// `bytes` counted the long way, to check the running count.
     fn recount(&self) -> usize {
         let ids: usize = self.ids.iter().map(|id| id_bytes(id)).sum();
-        self.vectors.values() * 5 + self.len() * 40 + ids + self.postings.recount()
+        self.vectors.values() * 5
+            + self.len() * PER_MEMORY
+            + self.audiences.expiring() * PER_EXPIRY
+            + ids
+            + self.postings.recount()
     }
 }
 
@@ -274,11 +292,18 @@ mod tests {
             id,
             scope: Scope::Project,
             conversation: None,
+            expires_at: None,
         }
     }
 
+    /// The instant the tests' viewers see the index at.
+    const NOW: i64 = 1_000;
+
     fn everyone() -> Visibility {
-        Visibility { conversation: None }
+        Visibility {
+            conversation: None,
+            at: NOW,
+        }
     }
 
     const NOTES: [&str; 5] = [
@@ -378,6 +403,7 @@ mod tests {
                     Scope::Project
                 },
                 conversation: private.then_some("conv-a"),
+                expires_at: None,
             };
             index.push(entry, &v, &[]);
             stored.push((id, v, private));
@@ -387,6 +413,7 @@ mod tests {
             let mine = Visibility {
                 conversation: (round % 2 == 0)
                     .then(|| Conversation::new_unchecked("conv-a".into())),
+                at: NOW,
             };
             let mut expected: Vec<(&str, f64)> = stored
                 .iter()
@@ -429,6 +456,7 @@ mod tests {
                 id: "c",
                 scope: Scope::Conversation,
                 conversation: Some("conv-a"),
+                expires_at: None,
             },
             &[1.0, 0.0],
             &keywords::terms("redis moved to 6381"),
@@ -436,9 +464,11 @@ mod tests {
         let query = keywords::query_terms("redis");
         let mine = Visibility {
             conversation: Some(Conversation::new_unchecked("conv-a".into())),
+            at: NOW,
         };
         let other = Visibility {
             conversation: Some(Conversation::new_unchecked("conv-b".into())),
+            at: NOW,
         };
         assert_eq!(index.keyword_matches(&query, &mine, 10).len(), 2);
         assert_eq!(index.keyword_matches(&query, &other, 10).len(), 1);
@@ -450,8 +480,13 @@ mod tests {
         "redis", "deploy", "port", "backup", "nightly", "friday", "cluster", "sentinel",
     ];
 
-    /// A memory as generated: audience (0 project, 1 conversation c1, 2 c2), vector, words.
-    type Generated = (u8, Vec<f32>, Vec<usize>);
+    /// A memory as generated: audience (0 project, 1 conversation c1, 2 c2), vector, words,
+    /// and expiry (0 never, 1 at `NOW`: gone, 2 just after `NOW`: still there).
+    type Generated = (u8, Vec<f32>, Vec<usize>, u8);
+
+    fn expiry(generated: u8) -> Option<i64> {
+        [None, Some(NOW), Some(NOW + 1)][generated as usize]
+    }
 
     fn text(words: &[usize]) -> String {
         words
@@ -468,14 +503,15 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
 
-        /// The index against brute force over what the caller may see: the exact top k by
-        /// cosine, BM25 over the visible corpus, after any removals; and its running weight
-        /// equals the weight counted the long way.
+        /// The index against brute force over what the caller may see at its instant (no
+        /// memory expired by then): the exact top k by cosine, BM25 over the visible
+        /// corpus, after any removals; and its running weight equals the weight counted the
+        /// long way.
         #[test]
         fn search_agrees_with_brute_force_over_the_visible_set(
             memories in proptest::collection::vec(
                 (0u8..3, proptest::collection::vec(-1.0f32..1.0, 4),
-                 proptest::collection::vec(0usize..8, 0..6)),
+                 proptest::collection::vec(0usize..8, 0..6), 0u8..3),
                 1..40,
             ),
             removals in proptest::collection::vec(0usize..40, 0..15),
@@ -492,6 +528,7 @@ mod tests {
                     id: &id,
                     scope: if memory.0 == 0 { Scope::Project } else { Scope::Conversation },
                     conversation: conversation(memory.0),
+                    expires_at: expiry(memory.3),
                 };
                 index.push(entry, &memory.1, &keywords::terms(&text(&memory.2)));
                 held.push((id, memory));
@@ -507,13 +544,15 @@ mod tests {
 
             let visibility = Visibility {
                 conversation: conversation(viewer).map(|c| Conversation::new_unchecked(c.into())),
+                at: NOW,
             };
             let visible: Vec<&(String, Generated)> = held
                 .iter()
-                .filter(|(_, (audience, _, _))| *audience == 0 || *audience == viewer)
+                .filter(|(_, (audience, _, _, _))| *audience == 0 || *audience == viewer)
+                .filter(|(_, m)| visibility.sees_alive(expiry(m.3)))
                 .collect();
 
-            let mut expected: Vec<f64> = visible.iter().map(|(_, (_, v, _))| cosine(&query, v)).collect();
+            let mut expected: Vec<f64> = visible.iter().map(|(_, (_, v, _, _))| cosine(&query, v)).collect();
             expected.sort_by(|a, b| b.total_cmp(a));
             expected.truncate(k);
             let got: Vec<f64> = index.nearest(&query, &visibility, k).iter().map(|n| n.similarity).collect();
@@ -523,7 +562,7 @@ mod tests {
             }
 
             let query_terms = keywords::query_terms(&text(&asked));
-            let notes: Vec<(String, String)> = visible.iter().map(|(id, (_, _, w))| (id.clone(), text(w))).collect();
+            let notes: Vec<(String, String)> = visible.iter().map(|(id, (_, _, w, _))| (id.clone(), text(w))).collect();
             let notes: Vec<(&str, &str)> = notes.iter().map(|(id, t)| (id.as_str(), t.as_str())).collect();
             let mut wanted = if notes.is_empty() { Vec::new() } else { by_brute_force(&notes, &query_terms) };
             wanted.truncate(k);

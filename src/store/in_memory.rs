@@ -188,6 +188,17 @@ impl MemoryStore for InMemoryStore {
         Ok(())
     }
 
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+        let mut rows = self.rows.lock().expect("lock");
+        let mut expired = 0;
+        rows.retain(|(_, m, _)| {
+            let gone = expired < limit && m.expires_at.is_some_and(|e| e <= at);
+            expired += usize::from(gone);
+            !gone
+        });
+        Ok(expired)
+    }
+
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }

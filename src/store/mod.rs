@@ -23,6 +23,7 @@ mod settings;
 pub mod sqlite;
 #[cfg(test)]
 pub mod suite;
+pub mod sweep;
 mod timed;
 
 pub use error::StoreError;
@@ -136,6 +137,10 @@ pub trait MemoryStore: Send + Sync {
         used: &[&Memory],
         at: i64,
     ) -> Result<(), StoreError>;
+
+    /// Deletes up to `limit` memories of any tenant that expired by `at` (ms), and says
+    /// how many: the sweep (`sweep.rs`). They were invisible from that instant already.
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError>;
 
     /// Makes everything durable (counters buffered in this process, a WAL): at shutdown,
     /// and whenever an operator asks. The store stays usable.

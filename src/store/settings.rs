@@ -39,6 +39,15 @@ pub struct Variables {
         default_value = "512"
     )]
     pub index_budget_mb: usize,
+    /// how often expired memories are deleted, in seconds (they are invisible from the
+    /// moment they expire either way)
+    #[arg(
+        long,
+        env = "EXPIRY_SWEEP_SECONDS",
+        value_parser = positive("EXPIRY_SWEEP_SECONDS"),
+        default_value = "60"
+    )]
+    pub expiry_sweep_seconds: usize,
     /// S3 Vectors bucket (S3 store) [default: unset]
     #[arg(long, env = "VECTOR_BUCKET", value_parser = text)]
     pub vector_bucket: Option<String>,

@@ -27,6 +27,8 @@ pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     a_replacement_takes_the_place_of_what_it_replaces(&make().await).await;
     pages_go_on_exactly_after_the_last_memory_shown(&make().await).await;
     only_a_memory_the_caller_sees_can_be_replaced(&make().await).await;
+    an_expired_memory_is_gone_everywhere_from_its_instant(&make().await).await;
+    the_sweep_deletes_what_expired_and_nothing_else(&make().await).await;
 }
 
 /// Keyword recall, for the stores that index words (S3 does not).
@@ -42,9 +44,16 @@ pub fn tenant(name: &str) -> Tenant {
     Tenant::new_unchecked(name.into())
 }
 
+/// What a request in `conversation` (if any) sees now.
 pub fn seen_from(conversation: Option<&str>) -> Visibility {
+    Visibility::now(conversation.map(|c| Conversation::new_unchecked(c.into())))
+}
+
+/// What a request in `conversation` (if any) sees at `at` (ms): the suite's clock.
+pub fn seen_at(conversation: Option<&str>, at: i64) -> Visibility {
     Visibility {
-        conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+        at,
+        ..seen_from(conversation)
     }
 }
 
@@ -59,6 +68,7 @@ pub fn note(content: &str, created_at: i64, scope: Scope, conversation: Option<&
         scope,
         conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
         replaces: None,
+        expires_at: None,
     }
 }
 
@@ -1084,4 +1094,207 @@ pub async fn pages_go_on_exactly_after_the_last_memory_shown(store: &dyn MemoryS
             .all(|m| (m.created_at, &m.id) != (gone_after.created_at, &gone_after.id))
     );
     assert!(next.iter().all(|m| m.created_at <= gone_after.created_at));
+}
+
+/// Writes `memory` for a caller in its conversation at `at`, expiring at `expires_at`.
+async fn store_expiring(
+    store: &dyn MemoryStore,
+    who: &str,
+    mut memory: NewMemory,
+    expires_at: Option<i64>,
+    at: i64,
+    embedding: &[f32],
+) -> Memory {
+    memory.expires_at = expires_at;
+    let seen = seen_at(memory.conversation.as_ref().map(|c| c.as_str()), at);
+    match store
+        .remember(
+            &tenant(who),
+            &seen.for_dedup(memory.scope),
+            memory,
+            embedding,
+        )
+        .await
+        .unwrap()
+    {
+        Remembered::Stored(m) => m,
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
+
+fn ids<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = memories.into_iter().map(|m| m.id.as_str()).collect();
+    ids.sort_unstable();
+    ids
+}
+
+pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn MemoryStore) {
+    let acme = tenant("acme");
+    let expiry = T0 + 60_000;
+    let freeze = "the freeze lasts until friday";
+    let gone = store_expiring(
+        store,
+        "acme",
+        note(freeze, T0, Scope::Project, None),
+        Some(expiry),
+        T0,
+        &direction(0, 0.0),
+    )
+    .await;
+    assert_eq!(gone.expires_at, Some(expiry));
+    let private = store_expiring(
+        store,
+        "acme",
+        note(
+            "the release branch is frozen",
+            T0 + 1,
+            Scope::Conversation,
+            Some("c1"),
+        ),
+        Some(expiry),
+        T0 + 1,
+        &direction(1, 0.0),
+    )
+    .await;
+    let kept = store_one(
+        store,
+        "acme",
+        note("deploys go through argo", T0 + 2, Scope::Project, None),
+        &direction(2, 0.0),
+    )
+    .await;
+    let all = [gone.clone(), private.clone(), kept.clone()];
+
+    // Up to its instant, it is there like any memory, its expiry with it.
+    let before = seen_at(Some("c1"), expiry - 1);
+    let found = nearest(store, &acme, &before, &direction(0, 0.0), 5)
+        .await
+        .unwrap();
+    assert_eq!(ids(found.iter().map(|h| &*h.memory)), ids(&all));
+    let listed = store.list(&acme, &before, None, None, 10).await.unwrap();
+    assert_eq!(ids(&listed), ids(&all));
+    let listed_gone = listed.iter().find(|m| m.id == gone.id).unwrap();
+    assert_eq!(listed_gone.expires_at, Some(expiry));
+    assert_eq!(store.count_by_type(&acme, &before).await.unwrap().total, 3);
+
+    // From its instant, nothing finds it, lists it, counts it, forgets or replaces it.
+    let at = seen_at(Some("c1"), expiry);
+    let found = nearest(store, &acme, &at, &direction(0, 0.0), 5)
+        .await
+        .unwrap();
+    assert_eq!(ids(found.iter().map(|h| &*h.memory)), [kept.id.as_str()]);
+    let by_words = keyword_hits(
+        store,
+        &acme,
+        &at,
+        &query_terms(freeze),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
+    assert!(by_words.is_empty(), "{by_words:?}");
+    let listed = store.list(&acme, &at, None, None, 10).await.unwrap();
+    assert_eq!(ids(&listed), [kept.id.as_str()]);
+    let counts = store.count_by_type(&acme, &at).await.unwrap();
+    assert_eq!(
+        (counts.total, counts.by_type),
+        (1, vec![(MemoryType::Project, 1)])
+    );
+    let refused = store
+        .remember(
+            &acme,
+            &at,
+            NewMemory {
+                replaces: Some(gone.id.clone()),
+                ..note("the freeze was lifted", expiry, Scope::Project, None)
+            },
+            &direction(3, 0.0),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::NotVisible { field: "replaces", id } if *id == gone.id),
+        "{refused}"
+    );
+    assert!(!store.delete(&acme, &at, &gone.id).await.unwrap());
+    assert!(!store.delete(&acme, &at, &private.id).await.unwrap());
+    store
+        .record_access(&acme, &at, &[&gone], expiry)
+        .await
+        .unwrap();
+    // Nor is it a memory a new one could repeat.
+    let again = store
+        .remember(
+            &acme,
+            &seen_at(None, expiry),
+            note(freeze, expiry, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(again, Remembered::Stored(_)), "{again:?}");
+}
+
+pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryStore) {
+    let expiry = T0 + 60_000;
+    for who in ["acme", "globex"] {
+        for (i, expires_at) in [Some(expiry), Some(expiry + 1_000), None]
+            .into_iter()
+            .enumerate()
+        {
+            let content = format!("{who}'s fact number {i}");
+            let created = T0 + i as i64;
+            let memory = note(&content, created, Scope::Project, None);
+            let embedding = direction(i, 0.0);
+            store_expiring(store, who, memory, expires_at, created, &embedding).await;
+        }
+    }
+    // Seen from before anything expired: only what the sweep deleted is missing.
+    let early = seen_at(None, T0 + 10);
+    let left = |who: &'static str| {
+        let early = early.clone();
+        async move {
+            let listed = store
+                .list(&tenant(who), &early, None, None, 10)
+                .await
+                .unwrap();
+            listed.into_iter().map(|m| m.content).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(store.expire(expiry - 1, 500).await.unwrap(), 0);
+    assert_eq!(left("acme").await.len(), 3, "nothing had expired");
+    assert_eq!(store.expire(expiry, 500).await.unwrap(), 2);
+    for who in ["acme", "globex"] {
+        assert_eq!(
+            left(who).await,
+            [
+                format!("{who}'s fact number 2"),
+                format!("{who}'s fact number 1")
+            ]
+        );
+        let found = nearest(store, &tenant(who), &early, &direction(0, 0.0), 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            found.len(),
+            2,
+            "{who}: the deleted memory is not found either"
+        );
+        assert_eq!(
+            store
+                .count_by_type(&tenant(who), &early)
+                .await
+                .unwrap()
+                .total,
+            2
+        );
+    }
+    // A pass deletes at most its batch; the next one goes on.
+    assert_eq!(store.expire(expiry + 1_000, 1).await.unwrap(), 1);
+    assert_eq!(store.expire(expiry + 1_000, 500).await.unwrap(), 1);
+    assert_eq!(store.expire(expiry + 1_000, 500).await.unwrap(), 0);
+    for who in ["acme", "globex"] {
+        assert_eq!(left(who).await, [format!("{who}'s fact number 2")]);
+    }
 }

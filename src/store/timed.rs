@@ -94,6 +94,10 @@ impl MemoryStore for TimedStore {
         self.time("record_access", call).await
     }
 
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+        self.time("expire", self.inner.expire(at, limit)).await
+    }
+
     async fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush().await
     }

@@ -20,15 +20,21 @@ pub const MAX_TAG_BYTES: usize = 64;
 pub const MAX_ID_BYTES: usize = 128;
 /// How much of an over-long tag the refusal quotes.
 const TAG_QUOTE_CHARS: usize = 30;
+/// The furthest a memory's expiry may be, either way it is given: ten years of 365 days.
+pub const MAX_EXPIRY_DAYS: i64 = 3650;
+const DAY_MS: i64 = 86_400_000;
 
 const DEFINITION: Definition = Definition {
     name: "remember",
     description: "Store a durable fact for later runs: a decision and its reason, a convention, a command \
         that worked. Near-identical content is not written twice: you are told which memory already \
-        says it, and the tags and category you passed are discarded. By default the memory belongs to \
-        the whole project (every conversation); scope 'conversation' keeps it for this thread only. \
-        When a stored fact has changed or a convention was reversed, pass the old memory's id as \
-        `replaces`: the new memory takes its place, so the stale one stops being recalled.",
+        says it, and the tags, category and expiry you passed are discarded. By default the memory \
+        belongs to the whole project (every conversation); scope 'conversation' keeps it for this \
+        thread only. When a stored fact has changed or a convention was reversed, pass the old \
+        memory's id as `replaces`: the new memory takes its place, so the stale one stops being \
+        recalled. For a fact that only holds for a while (a temporary workaround, a freeze until a \
+        date), pass `expires_in_days` or `expires_at`: from then on it is never recalled, and it \
+        is deleted. Without either, a memory never expires.",
     params: &[
         Param {
             name: "content",
@@ -68,8 +74,23 @@ const DEFINITION: Definition = Definition {
             kind: Kind::String,
             required: false,
             description: "The id of a memory this one corrects (from recall or list_memories). \
-                It is removed as this one is stored; this memory takes the scope, type, category \
-                and tags given here.",
+                It is removed as this one is stored; this memory takes the scope, type, category, \
+                tags and expiry given here.",
+        },
+        Param {
+            name: "expires_in_days",
+            kind: Kind::Integer,
+            required: false,
+            description: "Days from now after which the memory is gone (1 to 3650). Not with \
+                expires_at.",
+        },
+        Param {
+            name: "expires_at",
+            kind: Kind::String,
+            required: false,
+            description: "When the memory is gone, as an RFC 3339 time such as \
+                2027-03-31T00:00:00Z: in the future, at most 3650 days ahead. Not with \
+                expires_in_days.",
         },
     ],
     output,
@@ -92,6 +113,8 @@ struct Args {
     category: Option<String>,
     tags: Option<Vec<String>>,
     replaces: Option<String>,
+    expires_in_days: Option<f64>,
+    expires_at: Option<String>,
 }
 
 pub(super) struct Remember;
@@ -216,6 +239,7 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         None => None,
     };
     let now = now_ms();
+    let expires_at = expiry(args.expires_in_days, args.expires_at.as_deref(), now)?;
     Ok(NewMemory {
         id: new_id(now),
         content: content.to_owned(),
@@ -229,5 +253,100 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         scope,
         conversation: ctx.conversation.clone(),
         replaces,
+        expires_at,
     })
+}
+
+/// The instant (ms) a memory written at `now` expires, from either argument; both are
+/// bounded by `MAX_EXPIRY_DAYS`.
+fn expiry(days: Option<f64>, at: Option<&str>, now: i64) -> Result<Option<i64>, ToolError> {
+    let invalid = |message: String| Err(ToolError::Invalid(message));
+    match (days, at) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => invalid(
+            "give `expires_in_days` or `expires_at`, not both: they say the same thing.".into(),
+        ),
+        (Some(days), None) => {
+            if !(1.0..=MAX_EXPIRY_DAYS as f64).contains(&days) {
+                return invalid(format!(
+                    "`expires_in_days` must be an integer between 1 and {MAX_EXPIRY_DAYS}."
+                ));
+            }
+            Ok(Some(now + days as i64 * DAY_MS))
+        }
+        (None, Some(text)) => {
+            let Ok(at) = chrono::DateTime::parse_from_rfc3339(crate::context::trim(text)) else {
+                return invalid(format!(
+                    "`expires_at` must be an RFC 3339 time with its offset, such as \
+                     2027-03-31T00:00:00Z; \"{}\" is not one.",
+                    render::quote(text, 40)
+                ));
+            };
+            let at = at.timestamp_millis();
+            if at <= now {
+                return invalid("`expires_at` must be in the future.".into());
+            }
+            if at > now + MAX_EXPIRY_DAYS * DAY_MS {
+                return invalid(format!(
+                    "`expires_at` may be at most {MAX_EXPIRY_DAYS} days (ten years) ahead."
+                ));
+            }
+            Ok(Some(at))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_780_000_000_000;
+
+    fn refusal(days: Option<f64>, at: Option<&str>) -> String {
+        match expiry(days, at, NOW) {
+            Err(ToolError::Invalid(message)) => message,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_expiry_is_counted_from_now_and_bounded_either_way() {
+        assert_eq!(expiry(None, None, NOW).unwrap(), None);
+        assert_eq!(expiry(Some(1.0), None, NOW).unwrap(), Some(NOW + DAY_MS));
+        let furthest = NOW + MAX_EXPIRY_DAYS * DAY_MS;
+        assert_eq!(expiry(Some(3650.0), None, NOW).unwrap(), Some(furthest));
+        let at = crate::memory::iso(furthest);
+        assert_eq!(expiry(None, Some(&at), NOW).unwrap(), Some(furthest));
+        let soon = crate::memory::iso(NOW + 1);
+        assert_eq!(expiry(None, Some(&soon), NOW).unwrap(), Some(NOW + 1));
+        // Any offset is the same instant.
+        assert_eq!(
+            expiry(None, Some("2026-05-29T09:26:40+09:00"), NOW).unwrap(),
+            Some(NOW + 3_600_000 * 4)
+        );
+    }
+
+    #[test]
+    fn bad_expiries_are_refused_by_name() {
+        for days in [0.0, -1.0, 3651.0] {
+            assert_eq!(
+                refusal(Some(days), None),
+                "`expires_in_days` must be an integer between 1 and 3650."
+            );
+        }
+        let now = crate::memory::iso(NOW);
+        assert_eq!(
+            refusal(None, Some(&now)),
+            "`expires_at` must be in the future."
+        );
+        let too_far = crate::memory::iso(NOW + MAX_EXPIRY_DAYS * DAY_MS + 1);
+        assert_eq!(
+            refusal(None, Some(&too_far)),
+            "`expires_at` may be at most 3650 days (ten years) ahead."
+        );
+        for bad in ["tomorrow", "2027-03-31", "2027-03-31T00:00:00", ""] {
+            assert!(refusal(None, Some(bad)).starts_with("`expires_at` must be an RFC 3339"));
+        }
+        assert!(refusal(Some(3.0), Some("2027-03-31T00:00:00Z")).contains("not both"));
+    }
 }

@@ -58,8 +58,10 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
             (standing * 100.0 + 0.5).floor()
         ));
     }
-    let created = iso(m.created_at);
-    facets.push(format!("stored {}", created.get(..10).unwrap_or(&created)));
+    facets.push(format!("stored {}", day(m.created_at)));
+    if let Some(expires) = m.expires_at {
+        facets.push(format!("expires {}", day(expires)));
+    }
     if let Some(replaced) = &m.replaces {
         facets.push(format!("replaces {}", one_line(replaced)));
     }
@@ -70,7 +72,14 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
     }
 }
 
-/// `m` as structured results give it (`schema::memory`). Memories do not expire yet.
+/// The UTC day of `ms`, as `YYYY-MM-DD`.
+fn day(ms: i64) -> String {
+    let mut at = iso(ms);
+    at.truncate(10);
+    at
+}
+
+/// `m` as structured results give it (`schema::memory`).
 pub fn data(m: &Memory) -> Value {
     json!({
         "id": m.id,
@@ -80,7 +89,7 @@ pub fn data(m: &Memory) -> Value {
         "tags": m.tags,
         "scope": m.scope.as_str(),
         "created": iso(m.created_at),
-        "expires": null,
+        "expires": m.expires_at.map(iso),
         "replaces": m.replaces,
     })
 }
@@ -111,7 +120,8 @@ mod tests {
             created_at: 1_782_909_296_789,
             scope: Scope::Conversation,
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
-            replaces: None,
+            replaces: Some("01J0000000000000000000000B".into()),
+            expires_at: Some(1_785_000_000_000),
         }
         .into_memory();
         let mut out = String::new();
@@ -119,8 +129,13 @@ mod tests {
         assert_eq!(
             out,
             "2. [id:01J0000000000000000000000A] (pattern/convention, this conversation only, \
-             85% of the top result, stored 2026-07-01)\n   use pnpm\n   tags: build, node"
+             85% of the top result, stored 2026-07-01, expires 2026-07-25, replaces \
+             01J0000000000000000000000B)\n   use pnpm\n   tags: build, node"
         );
+        assert_eq!(data(&m)["expires"], "2026-07-25T17:20:00.000Z");
+        m.replaces = None;
+        m.expires_at = None;
+        assert_eq!(data(&m)["expires"], Value::Null);
         m.scope = Scope::Project;
         m.category = None;
         m.tags.clear();
@@ -147,6 +162,7 @@ mod tests {
             scope: Scope::Project,
             conversation: None,
             replaces: None,
+            expires_at: None,
         }
         .into_memory();
         let mut out = String::new();

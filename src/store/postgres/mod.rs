@@ -13,7 +13,7 @@
 mod legacy;
 mod versions;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +51,7 @@ const SCHEMA: &[&str] = &[
        last_accessed_at timestamptz,
        terms            text[],
        replaces         text,
+       expires_at       timestamptz,
        PRIMARY KEY (tenant_id, id),
        CHECK (scope = 'project' OR conversation IS NOT NULL)
      )",
@@ -62,17 +63,23 @@ const SCHEMA: &[&str] = &[
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
     // Words are matched in this process's index now; the GIN index only slowed writes.
     "DROP INDEX IF EXISTS memories_terms_idx",
-    // Tables created before corrections get the column here.
+    // Tables created before corrections, or before expiry, get the column here.
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS replaces text",
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires_at timestamptz",
+    // What the expiry sweep reads: only the memories that expire.
+    "CREATE INDEX IF NOT EXISTS memories_expiry_idx
+       ON memories (expires_at) WHERE expires_at IS NOT NULL",
 ];
 
-/// `$2` is the request's conversation or NULL (docs/behavior.md#visibility).
-const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2))";
+/// `$2` is the request's conversation or NULL, `$3` its instant in epoch milliseconds
+/// (docs/behavior.md#visibility).
+const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2)) \
+     AND (expires_at IS NULL OR expires_at > to_timestamp($3::double precision / 1000))";
 /// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).
 const COLUMNS: &str = "id, content, memory_type, category, tags, \
      (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, scope, conversation, trust_base, \
      access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms, \
-     replaces";
+     replaces, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms";
 
 /// How the pool behaves; see the README's PostgreSQL section.
 pub struct PoolSettings {
@@ -172,10 +179,11 @@ async fn found_rows<'e, const N: usize>(
         return Ok(found.map(|_| Vec::new()));
     }
     let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($3)"
+        "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($4)"
     ))
     .bind(tenant.as_str())
     .bind(conversation_of(visibility))
+    .bind(at_of(visibility))
     .bind(&ids)
     .fetch_all(executor)
     .await
@@ -370,11 +378,17 @@ fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
         access_count: row.try_get::<i64, _>("access_count")?.max(0) as u64,
         last_accessed_at: row.try_get("last_accessed_ms")?,
         replaces: row.try_get("replaces")?,
+        expires_at: row.try_get("expires_ms")?,
     })
 }
 
 fn conversation_of(v: &Visibility) -> Option<&str> {
     v.conversation.as_ref().map(Conversation::as_str)
+}
+
+/// The request's instant, as `VISIBLE`'s `$3` takes it.
+fn at_of(v: &Visibility) -> f64 {
+    v.at as f64
 }
 
 #[async_trait]
@@ -391,10 +405,11 @@ impl MemoryStore for PostgresStore {
         // The tenant's version row is held: nobody can take the replaced memory meanwhile.
         if let Some(id) = &memory.replaces {
             let visible: Option<i32> = sqlx::query_scalar(&format!(
-                "SELECT 1 FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
+                "SELECT 1 FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
             ))
             .bind(tenant.as_str())
             .bind(conversation_of(visibility))
+            .bind(at_of(visibility))
             .bind(id)
             .fetch_optional(&mut *write.tx)
             .await
@@ -433,8 +448,9 @@ impl MemoryStore for PostgresStore {
         let terms = search::terms(&memory.content);
         sqlx::query(
             "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-             scope, conversation, trust_base, embedding, terms, replaces) VALUES ($1, $2, $3, $4, \
-             $5, $6, to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11, $12)",
+             scope, conversation, trust_base, embedding, terms, replaces, expires_at) VALUES ($1, \
+             $2, $3, $4, $5, $6, to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11, \
+             $12, to_timestamp($13::double precision / 1000))",
         )
         .bind(tenant.as_str())
         .bind(&memory.id)
@@ -448,6 +464,7 @@ impl MemoryStore for PostgresStore {
         .bind(pgvector::Vector::from(embedding.to_vec()))
         .bind(&terms)
         .bind(memory.replaces.as_deref())
+        .bind(memory.expires_at.map(|at| at as f64))
         .execute(&mut *write.tx)
         .await
         .map_err(failed)?;
@@ -472,6 +489,7 @@ impl MemoryStore for PostgresStore {
                     id: &memory.id,
                     scope: memory.scope,
                     conversation: memory.conversation.as_ref().map(Conversation::as_str),
+                    expires_at: memory.expires_at,
                 },
                 embedding,
                 &terms,
@@ -518,14 +536,15 @@ impl MemoryStore for PostgresStore {
         // older release wrote may hold microseconds the cursor's milliseconds lack).
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
-             AND ($3::text IS NULL OR memory_type = $3) \
-             AND ($5::bigint IS NULL OR (created_at, id) < (coalesce( \
-               (SELECT created_at FROM memories WHERE tenant_id = $1 AND id = $6), \
-               to_timestamp($5::double precision / 1000)), $6)) \
-             ORDER BY created_at DESC, id DESC LIMIT $4"
+             AND ($4::text IS NULL OR memory_type = $4) \
+             AND ($6::bigint IS NULL OR (created_at, id) < (coalesce( \
+               (SELECT created_at FROM memories WHERE tenant_id = $1 AND id = $7), \
+               to_timestamp($6::double precision / 1000)), $7)) \
+             ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
+        .bind(at_of(visibility))
         .bind(memory_type.map(MemoryType::as_str))
         .bind(limit as i64)
         .bind(after.map(|a| a.created_at))
@@ -547,10 +566,11 @@ impl MemoryStore for PostgresStore {
         let mut write = self.begin_write(tenant).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
         let deleted = sqlx::query(&format!(
-            "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $3"
+            "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
+        .bind(at_of(visibility))
         .bind(id)
         .execute(&mut *write.tx)
         .await
@@ -578,6 +598,7 @@ impl MemoryStore for PostgresStore {
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
+        .bind(at_of(visibility))
         .fetch_all(&self.pool)
         .await
         .map_err(failed)?;
@@ -598,17 +619,65 @@ impl MemoryStore for PostgresStore {
         sqlx::query(&format!(
             "UPDATE memories SET access_count = access_count + 1, last_accessed_at = \
              GREATEST(COALESCE(last_accessed_at, '-infinity'::timestamptz), \
-             to_timestamp($4::double precision / 1000)) \
-             WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($3::text[])"
+             to_timestamp($5::double precision / 1000)) \
+             WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($4::text[])"
         ))
         .bind(tenant.as_str())
         .bind(conversation_of(visibility))
+        .bind(at_of(visibility))
         .bind(&ids)
         .bind(at as f64)
         .execute(&self.pool)
         .await
         .map_err(failed)?;
         Ok(())
+    }
+
+    /// Tenant by tenant, each as one of this process's writes, so its index follows.
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+        let expired: Vec<(String, String)> = sqlx::query_as(
+            "SELECT tenant_id, id FROM memories \
+             WHERE expires_at <= to_timestamp($1::double precision / 1000) \
+             ORDER BY expires_at LIMIT $2",
+        )
+        .bind(at as f64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        let mut by_tenant: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (tenant, id) in &expired {
+            by_tenant.entry(tenant).or_default().push(id);
+        }
+        let mut deleted = 0;
+        for (tenant, ids) in by_tenant {
+            let tenant = Tenant::new_unchecked(tenant.to_owned());
+            let mut write = self.begin_write(&tenant).await?;
+            let (slot, from) = (Arc::clone(&write.slot), write.from);
+            // Checked again under the tenant's lock: a replica's sweep may have come first.
+            let gone: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM memories WHERE tenant_id = $1 AND id = ANY($2) \
+                 AND expires_at <= to_timestamp($3::double precision / 1000) RETURNING id",
+            )
+            .bind(tenant.as_str())
+            .bind(&ids)
+            .bind(at as f64)
+            .fetch_all(&mut *write.tx)
+            .await
+            .map_err(failed)?;
+            if gone.is_empty() {
+                continue;
+            }
+            write.tx.commit().await.map_err(failed)?;
+            let to = from + gone.len() as Version;
+            (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
+                for id in &gone {
+                    index.remove(id);
+                }
+            });
+            deleted += gone.len();
+        }
+        Ok(deleted)
     }
 
     /// Every write is committed when it returns: nothing waits here.

@@ -41,7 +41,7 @@ pub(super) const SCHEMA: &[&str] = &[
        RETURN NULL;
      END $$",
     "CREATE OR REPLACE TRIGGER memories_versioned
-       AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, scope, conversation, embedding, terms
+       AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, scope, conversation, embedding, terms, expires_at
        ON memories FOR EACH ROW EXECUTE FUNCTION memory_versions_bump()",
     // Before, while the rows still say which tenants they belong to: a tenant written only
     // by an older release has no version row yet, and must be bumped all the same.
@@ -97,6 +97,7 @@ pub(super) async fn load<'e>(
 ) -> Result<SearchIndex, sqlx::Error> {
     let mut rows = sqlx::query(
         "SELECT id, scope, conversation, embedding, terms, \
+         (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, \
          CASE WHEN terms IS NULL THEN content END AS content \
          FROM memories WHERE tenant_id = $1",
     )
@@ -124,6 +125,7 @@ fn add(index: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
             id: row.try_get("id")?,
             scope: Scope::parse(&scope).unwrap_or(Scope::Project),
             conversation: row.try_get("conversation")?,
+            expires_at: row.try_get("expires_ms")?,
         },
         vector.as_slice(),
         &terms,

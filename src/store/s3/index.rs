@@ -1,11 +1,11 @@
 //! The recency index in the state bucket (docs/behavior.md#recency-index): one empty object per memory
-//! whose key sorts newest first under the tenant's prefix and carries everything listing
-//! and counting need (id, type, and for a conversation's note a digest of the
-//! conversation), so neither has to read a memory.
+//! whose key sorts newest first under the tenant's prefix and carries everything listing,
+//! counting and the expiry sweep need (id, type, for a conversation's note a digest of the
+//! conversation, and for a memory that expires its expiry), so none has to read a memory.
 
 use sha2::{Digest, Sha256};
 
-use crate::memory::{Conversation, MemoryType, Scope, Tenant};
+use crate::memory::{Conversation, Memory, Scope, Tenant};
 
 /// Crockford base-32, the ULID alphabet.
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -49,23 +49,31 @@ pub fn digest(conversation: &Conversation) -> String {
     hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
+/// Where every tenant's keys are, for the expiry sweep.
+pub const ALL: &str = "index/";
+
 pub fn prefix(tenant: &Tenant) -> String {
-    format!("index/{}/", tenant.as_str())
+    format!("{ALL}{}/", tenant.as_str())
 }
 
 /// The index key of a memory; `None` for an id that is not a ULID (nothing to sort by).
-pub fn key(
-    tenant: &Tenant,
-    id: &str,
-    memory_type: MemoryType,
-    scope: Scope,
-    conversation: Option<&Conversation>,
-) -> Option<String> {
+/// `<inverted time>#<id>#<type>`, then `#<digest>` for a conversation's note, then for a
+/// memory that expires `#e<ms>` (after an empty digest for a project memory). Releases
+/// before expiry read only up to four parts, so they skip a memory that expires rather
+/// than show it past its time.
+pub fn key(tenant: &Tenant, memory: &Memory) -> Option<String> {
+    let id = &memory.id;
     let inverted = inverted_time(ulid_time(id)?)?;
-    let mut key = format!("{}{inverted}#{id}#{memory_type}", prefix(tenant));
-    if scope == Scope::Conversation {
+    let mut key = format!("{}{inverted}#{id}#{}", prefix(tenant), memory.memory_type);
+    if memory.scope == Scope::Conversation {
         key.push('#');
-        key.push_str(&digest(conversation?));
+        key.push_str(&digest(memory.conversation.as_ref()?));
+    }
+    if let Some(at) = memory.expires_at {
+        if memory.scope == Scope::Project {
+            key.push('#');
+        }
+        key.push_str(&format!("#e{at}"));
     }
     Some(key)
 }
@@ -80,27 +88,39 @@ pub fn after(tenant: &Tenant, id: &str) -> String {
 /// What an index key says about its memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    /// The key itself.
+    pub key: String,
+    pub tenant: String,
     pub id: String,
     /// As written; a type this version does not know still counts towards totals.
     pub memory_type: String,
     pub digest: Option<String>,
+    /// Epoch milliseconds; `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 impl Entry {
     /// `None` for a key that is not an index entry.
     pub fn parse(key: &str) -> Option<Entry> {
-        let name = key.rsplit('/').next()?;
+        let (tenant, name) = key.strip_prefix(ALL)?.split_once('/')?;
         let parts: Vec<&str> = name.split('#').collect();
-        if !(3..=4).contains(&parts.len()) || parts[1].is_empty() || parts[2].is_empty() {
+        if !(3..=5).contains(&parts.len()) || parts[1].is_empty() || parts[2].is_empty() {
             return None;
         }
+        let expires_at = match parts.get(4) {
+            None => None,
+            Some(part) => Some(part.strip_prefix('e')?.parse().ok()?),
+        };
         Some(Entry {
+            key: key.to_owned(),
+            tenant: tenant.to_owned(),
             id: parts[1].to_owned(),
             memory_type: parts[2].to_owned(),
             digest: parts
                 .get(3)
                 .filter(|d| !d.is_empty())
                 .map(|d| d.to_string()),
+            expires_at,
         })
     }
 
@@ -117,9 +137,32 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::MemoryType;
 
     fn tenant() -> Tenant {
         Tenant::new_unchecked("acme".into())
+    }
+
+    fn memory(
+        id: &str,
+        memory_type: MemoryType,
+        scope: Scope,
+        conversation: Option<&Conversation>,
+        expires_at: Option<i64>,
+    ) -> Memory {
+        crate::memory::NewMemory {
+            id: id.to_owned(),
+            content: "x".into(),
+            memory_type,
+            category: None,
+            tags: vec![],
+            created_at: 0,
+            scope,
+            conversation: conversation.cloned(),
+            replaces: None,
+            expires_at,
+        }
+        .into_memory()
     }
 
     #[test]
@@ -148,27 +191,30 @@ mod tests {
         let id = crate::memory::new_id(1_780_000_000_000);
         let project = key(
             &tenant(),
-            &id,
-            MemoryType::Pattern,
-            Scope::Project,
-            Some(&chat),
+            &memory(&id, MemoryType::Pattern, Scope::Project, Some(&chat), None),
         )
         .unwrap();
         assert!(project.starts_with("index/acme/") && project.ends_with(&format!("#{id}#pattern")));
         assert_eq!(
             Entry::parse(&project).unwrap(),
             Entry {
+                key: project.clone(),
+                tenant: "acme".into(),
                 id: id.clone(),
                 memory_type: "pattern".into(),
-                digest: None
+                digest: None,
+                expires_at: None,
             }
         );
         let note = key(
             &tenant(),
-            &id,
-            MemoryType::Conversation,
-            Scope::Conversation,
-            Some(&chat),
+            &memory(
+                &id,
+                MemoryType::Conversation,
+                Scope::Conversation,
+                Some(&chat),
+                None,
+            ),
         )
         .unwrap();
         assert!(!note.contains("chat:1"));
@@ -182,16 +228,37 @@ mod tests {
         assert_eq!(entry.digest.as_deref(), Some(d.as_str()));
         assert!(entry.visible_to(Some(&d)) && !entry.visible_to(None));
         assert!(!entry.visible_to(Some("0000000000000000")));
-        assert_eq!(
-            key(
-                &tenant(),
-                "not-a-ulid",
-                MemoryType::Project,
-                Scope::Project,
-                None
-            ),
-            None
+        let not_a_ulid = memory(
+            "not-a-ulid",
+            MemoryType::Project,
+            Scope::Project,
+            None,
+            None,
         );
+        assert_eq!(key(&tenant(), &not_a_ulid), None);
+    }
+
+    #[test]
+    fn an_expiring_memory_carries_its_expiry_in_a_fifth_part() {
+        let chat = Conversation::new_unchecked("chat:1".into());
+        let id = crate::memory::new_id(1_780_000_000_000);
+        let at = Some(1_790_000_000_000);
+        let project = memory(&id, MemoryType::Project, Scope::Project, None, at);
+        let project = key(&tenant(), &project).unwrap();
+        assert!(project.ends_with(&format!("#{id}#project##e1790000000000")));
+        let entry = Entry::parse(&project).unwrap();
+        assert_eq!((entry.digest, entry.expires_at), (None, at));
+        let note = memory(
+            &id,
+            MemoryType::Conversation,
+            Scope::Conversation,
+            Some(&chat),
+            at,
+        );
+        let entry = Entry::parse(&key(&tenant(), &note).unwrap()).unwrap();
+        assert_eq!((entry.digest, entry.expires_at), (Some(digest(&chat)), at));
+        // Still past every key of the memory, so a page goes on after it.
+        assert!(after(&tenant(), &id) > project);
     }
 
     #[test]
@@ -202,6 +269,9 @@ mod tests {
             "index/acme/a##project",
             "index/acme/a#b#",
             "a#b#c#d#e",
+            "index/acme/T#id#project##x5",
+            "index/acme/T#id#project##e",
+            "index/acme/T#id#project##e5#more",
         ] {
             assert_eq!(Entry::parse(bad), None, "{bad}");
         }
@@ -223,6 +293,7 @@ mod tests {
             random in proptest::prelude::any::<u128>(),
             conversation in proptest::option::of("[!-~]{1,40}"),
             kind in 0usize..4,
+            expires_at in proptest::option::of(0i64..(1 << 50)),
         ) {
             let tenant = Tenant::new_unchecked(tenant);
             let memory_type = [MemoryType::Project, MemoryType::Pattern, MemoryType::Reference, MemoryType::Conversation][kind];
@@ -232,12 +303,14 @@ mod tests {
             let (older, newer) = (times.0.min(times.1), times.0.max(times.1));
             let keys: Vec<String> = [older, newer]
                 .iter()
-                .map(|ms| key(&tenant, &id(*ms), memory_type, scope, conversation.as_ref()).unwrap())
+                .map(|ms| key(&tenant, &memory(&id(*ms), memory_type, scope, conversation.as_ref(), expires_at)).unwrap())
                 .collect();
             let entry = Entry::parse(&keys[0]).unwrap();
             proptest::prop_assert_eq!(&entry.id, &id(older));
             proptest::prop_assert_eq!(entry.memory_type.as_str(), memory_type.as_str());
             proptest::prop_assert_eq!(entry.digest.clone(), conversation.as_ref().map(digest));
+            proptest::prop_assert_eq!(entry.expires_at, expires_at);
+            proptest::prop_assert_eq!(entry.tenant.as_str(), tenant.as_str());
             proptest::prop_assert!(entry.visible_to(conversation.as_ref().map(digest).as_deref()));
             proptest::prop_assert_eq!(entry.visible_to(None), conversation.is_none());
             proptest::prop_assert!(keys[0].starts_with(&prefix(&tenant)));

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::log;
-use crate::memory::{Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::memory::{self, Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 use counters::{Clock, Counters, Tally};
 use index::Entry;
@@ -40,6 +40,12 @@ const REPLACE_TRIES: u64 = 3;
 /// The longest shutdown waits for `remember`s still writing (each AWS call has its own
 /// timeout, README "Timeouts"), before the final flush.
 const WRITES_DRAIN: Duration = Duration::from_secs(45);
+/// A sweep pass (`expire`) reads at most this many index keys, going on from where the last
+/// pass stopped: about ten LIST calls.
+const SWEEP_SCAN: usize = 10_000;
+/// Deletions of memories a read found expired that may run at once; past that, the sweep
+/// takes them.
+const DISCARDS: usize = 4;
 
 /// Where the memories are and how the counters behave.
 #[derive(Debug, Clone)]
@@ -65,6 +71,9 @@ pub struct S3Store {
     state_bucket: String,
     /// `STATS_SCAN_CAP`, except in tests that need to reach it quickly.
     stats_scan_cap: usize,
+    /// The index key the next sweep pass starts after; None: from the first tenant.
+    sweep_from: std::sync::Mutex<Option<String>>,
+    discarding: Arc<tokio::sync::Semaphore>,
 }
 
 impl S3Store {
@@ -96,6 +105,8 @@ impl S3Store {
             counters,
             state_bucket: settings.state_bucket.clone(),
             stats_scan_cap: STATS_SCAN_CAP,
+            sweep_from: std::sync::Mutex::new(None),
+            discarding: Arc::new(tokio::sync::Semaphore::new(DISCARDS)),
         }
     }
 
@@ -107,7 +118,9 @@ impl S3Store {
         embedding: &[f32],
         k: usize,
     ) -> Result<Vec<Hit>, StoreError> {
-        let found = self.vectors.query(tenant, embedding, k).await?;
+        let found = (self.vectors)
+            .query(tenant, embedding, k, visibility.at)
+            .await?;
         Ok(found
             .into_iter()
             .filter_map(|(key, similarity, metadata)| {
@@ -119,7 +132,8 @@ impl S3Store {
             .collect())
     }
 
-    /// The memory `id` of the tenant, if `visibility` may see it.
+    /// The memory `id` of the tenant, if `visibility` may see it; one found expired is
+    /// deleted on the way.
     async fn visible_memory(
         &self,
         tenant: &Tenant,
@@ -128,10 +142,52 @@ impl S3Store {
     ) -> Result<Option<Memory>, StoreError> {
         let key = vectors::key(tenant, id);
         let found = self.vectors.get(std::slice::from_ref(&key)).await?;
-        Ok(found
+        let memory = found
             .get(&key)
-            .and_then(|metadata| vectors::read(tenant, &key, metadata))
-            .filter(|m| visibility.can_see(m)))
+            .and_then(|metadata| vectors::read(tenant, &key, metadata));
+        if let Some(expired) = memory
+            .as_ref()
+            .filter(|m| !visibility.sees_alive(m.expires_at))
+        {
+            self.discard(vec![key], index::key(tenant, expired).into_iter().collect());
+        }
+        Ok(memory.filter(|m| visibility.can_see(m)))
+    }
+
+    /// Deletes memories a read found expired, in the background: their vectors, then their
+    /// index keys. When `DISCARDS` are already under way, or the store is shutting down,
+    /// they are left to the sweep.
+    fn discard(&self, vector_keys: Vec<String>, index_keys: Vec<String>) {
+        if vector_keys.is_empty() {
+            return;
+        }
+        let Ok(permit) = Arc::clone(&self.discarding).try_acquire_owned() else {
+            return;
+        };
+        let Ok(writing) = Arc::clone(&self.writes).try_read_owned() else {
+            return;
+        };
+        let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
+        tokio::spawn(async move {
+            let _held = (permit, writing);
+            if let Err(e) = delete_expired(&vectors, &*objects, &vector_keys, &index_keys).await {
+                log::error(
+                    "expired_cleanup_failed",
+                    &e.to_string(),
+                    &log::Fields::default(),
+                );
+            }
+        });
+    }
+
+    /// Index entries read from a listing: the ones still there at `at`; the expired ones
+    /// are handed to `discard`.
+    fn alive(&self, entries: impl IntoIterator<Item = Entry>, at: i64) -> Vec<Entry> {
+        let (expired, alive): (Vec<Entry>, Vec<Entry>) =
+            (entries.into_iter()).partition(|e| memory::expired(e.expires_at, at));
+        let vector_keys = expired.iter().map(vector_key_of).collect();
+        self.discard(vector_keys, expired.into_iter().map(|e| e.key).collect());
+        alive
     }
 
     async fn usage(&self, tenant: &Tenant) -> Result<Tally, StoreError> {
@@ -141,14 +197,16 @@ impl S3Store {
             .map_err(|e| StoreError::unavailable("the usage counters could not be read", e))
     }
 
-    /// Index keys under the tenant's prefix, newest first, that `keep` accepts, until
-    /// `limit` are found, the keys run out, or `LISTING_SCAN_CAP` keys have been read.
+    /// Index keys under the tenant's prefix, newest first, still there at `at` that `keep`
+    /// accepts, until `limit` are found, the keys run out, or `LISTING_SCAN_CAP` keys have
+    /// been read.
     async fn scan_index(
         &self,
         tenant: &Tenant,
         from: Option<&After>,
         page: usize,
         limit: usize,
+        at: i64,
         keep: impl Fn(&Entry) -> bool,
     ) -> Result<Vec<Entry>, StoreError> {
         let prefix = index::prefix(tenant);
@@ -163,11 +221,8 @@ impl S3Store {
                 .await
                 .map_err(state_failed)?;
             scanned += keys.len();
-            found.extend(
-                keys.iter()
-                    .filter_map(|k| Entry::parse(k))
-                    .filter(|e| keep(e)),
-            );
+            let entries = keys.iter().filter_map(|k| Entry::parse(k));
+            found.extend(self.alive(entries, at).into_iter().filter(|e| keep(e)));
             if keys.len() < page {
                 break;
             }
@@ -246,7 +301,7 @@ async fn remove(
     memory: &Memory,
 ) -> Result<(), StoreError> {
     vectors.delete(&[vectors::key(tenant, &memory.id)]).await?;
-    let cleaned = match index_key(tenant, memory) {
+    let cleaned = match index::key(tenant, memory) {
         Some(k) => objects.delete(&[k]).await.map_err(|e| e.to_string()),
         None => Err("the id is not a ULID, so its index key cannot be named".into()),
     };
@@ -283,15 +338,22 @@ fn with_usage(mut memory: Memory, tally: &Tally) -> Memory {
     memory
 }
 
-/// The memory's key in the recency index; `None` when its id is not a ULID.
-fn index_key(tenant: &Tenant, memory: &Memory) -> Option<String> {
-    index::key(
-        tenant,
-        &memory.id,
-        memory.memory_type,
-        memory.scope,
-        memory.conversation.as_ref(),
-    )
+/// The vector key of the memory an index entry lists.
+fn vector_key_of(entry: &Entry) -> String {
+    // The tenant was checked when the memory was written, and keys are made only from it.
+    vectors::key(&Tenant::new_unchecked(entry.tenant.clone()), &entry.id)
+}
+
+/// Deletes expired memories' vectors, then their index keys (a key left behind only costs
+/// a listing slot, and the next pass finds it again). Safe to repeat.
+async fn delete_expired(
+    vectors: &Vectors,
+    objects: &dyn Objects,
+    vector_keys: &[String],
+    index_keys: &[String],
+) -> Result<(), StoreError> {
+    vectors.delete(vector_keys).await?;
+    objects.delete(index_keys).await.map_err(state_failed)
 }
 
 fn digest_of(visibility: &Visibility) -> Option<String> {
@@ -324,7 +386,7 @@ impl MemoryStore for S3Store {
         let metadata = vectors::metadata(tenant, &memory);
         vectors::check_budget(&metadata)?;
         let memory = memory.into_memory();
-        let index_key = index_key(tenant, &memory)
+        let index_key = index::key(tenant, &memory)
             .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
         let vector_key = vectors::key(tenant, &memory.id);
         let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
@@ -430,7 +492,7 @@ impl MemoryStore for S3Store {
             FILTERED_PAGE
         };
         let entries = self
-            .scan_index(tenant, after, page, limit, |e| {
+            .scan_index(tenant, after, page, limit, visibility.at, |e| {
                 e.visible_to(digest.as_deref())
                     && memory_type.is_none_or(|t| e.memory_type == t.as_str())
             })
@@ -478,9 +540,8 @@ impl MemoryStore for S3Store {
             .await
             .map_err(state_failed)?;
         let digest = digest_of(visibility);
-        let visible: Vec<Entry> = keys
-            .iter()
-            .filter_map(|k| Entry::parse(k))
+        let entries = keys.iter().filter_map(|k| Entry::parse(k));
+        let visible: Vec<Entry> = (self.alive(entries, visibility.at).into_iter())
             .filter(|e| e.visible_to(digest.as_deref()))
             .collect();
         let mut counts = Counts::from_tallies(
@@ -505,6 +566,34 @@ impl MemoryStore for S3Store {
             self.counters.record(tenant, &memory.id, at);
         }
         Ok(())
+    }
+
+    /// One stretch of `SWEEP_SCAN` index keys, across tenants, from where the last pass
+    /// stopped: the expired memories among them (up to `limit`) are deleted.
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+        let from = lock(&self.sweep_from).clone();
+        let keys = (self.objects)
+            .list(index::ALL, from.as_deref(), SWEEP_SCAN)
+            .await
+            .map_err(state_failed)?;
+        let mut expired: Vec<Entry> = (keys.iter().filter_map(|k| Entry::parse(k)))
+            .filter(|e| memory::expired(e.expires_at, at))
+            .collect();
+        // The next pass goes on after the last key this one dealt with, and from the first
+        // tenant again once the keys ran out.
+        let next = if expired.len() > limit {
+            expired.truncate(limit);
+            expired.last().map(|e| e.key.clone())
+        } else if keys.len() < SWEEP_SCAN {
+            None
+        } else {
+            keys.last().cloned()
+        };
+        let vector_keys: Vec<String> = expired.iter().map(vector_key_of).collect();
+        let index_keys: Vec<String> = expired.into_iter().map(|e| e.key).collect();
+        delete_expired(&self.vectors, &*self.objects, &vector_keys, &index_keys).await?;
+        *lock(&self.sweep_from) = next;
+        Ok(index_keys.len())
     }
 
     /// At shutdown: stops the flush timer, waits for `remember`s still writing, then

@@ -21,6 +21,8 @@ const DELETE_BATCH: usize = 500;
 const FILTERABLE_BYTES: usize = 2_000;
 const METADATA_BYTES: usize = 40_000;
 const CONTENT_BYTES: usize = 32_000;
+/// Epoch milliseconds from which the memory is gone: filterable.
+const EXPIRES_AT: &str = "expiresAt";
 
 pub struct Vectors {
     client: aws_sdk_s3vectors::Client,
@@ -60,14 +62,20 @@ impl Vectors {
         Ok(())
     }
 
-    /// The tenant's nearest records as `(key, similarity, metadata)`. The tenant filter is
-    /// the only filter ever sent: visibility is applied by the caller.
+    /// The tenant's nearest records still there at `at` (ms) as `(key, similarity,
+    /// metadata)`. Tenant and expiry are the only filters sent: expired memories must not
+    /// take the places of live ones, and the conversation is applied by the caller.
     pub async fn query(
         &self,
         tenant: &Tenant,
         embedding: &[f32],
         k: usize,
+        at: i64,
     ) -> Result<Vec<(String, f64, Value)>, StoreError> {
+        let filter = to_document(&json!({"$and": [
+            {"tenantId": tenant.as_str()},
+            {"$or": [{EXPIRES_AT: {"$exists": false}}, {EXPIRES_AT: {"$gt": at}}]},
+        ]}));
         let mut found = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -78,7 +86,7 @@ impl Vectors {
                 .index_name(&self.index)
                 .top_k(k.clamp(1, TOP_K_MAX) as i32)
                 .query_vector(VectorData::Float32(embedding.to_vec()))
-                .filter(to_document(&json!({"tenantId": tenant.as_str()})))
+                .filter(filter.clone())
                 .return_metadata(true)
                 .return_distance(true)
                 .set_next_token(token.take())
@@ -176,6 +184,10 @@ pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
     m.insert("trustBase".into(), json!(1));
     if let Some(replaced) = &memory.replaces {
         m.insert("replaces".into(), json!(replaced));
+    }
+    // A number, so that queries can filter on it.
+    if let Some(at) = memory.expires_at {
+        m.insert(EXPIRES_AT.into(), json!(at));
     }
     Value::Object(m)
 }
@@ -277,6 +289,10 @@ pub fn read(tenant: &Tenant, key: &str, metadata: &Value) -> Option<Memory> {
         access_count: 0,
         last_accessed_at: None,
         replaces: text("replaces").map(str::to_owned),
+        expires_at: metadata
+            .get(EXPIRES_AT)
+            .and_then(Value::as_f64)
+            .map(|at| at as i64),
     })
 }
 
@@ -338,6 +354,7 @@ mod tests {
             scope: Scope::Project,
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
             replaces: None,
+            expires_at: None,
         }
     }
 
@@ -367,6 +384,19 @@ mod tests {
             read(&tenant(), &key(&tenant(), &note.id), &meta).unwrap(),
             note.into_memory()
         );
+
+        let mut expiring = m.clone();
+        expiring.expires_at = Some(1_790_000_000_123);
+        let meta = metadata(&tenant(), &expiring);
+        assert_eq!(meta["expiresAt"], json!(1_790_000_000_123_i64));
+        // However the service sends the number back, it is the same millisecond.
+        let as_float = json!(1_790_000_000_123.0);
+        let mut sent_back = meta.clone();
+        sent_back["expiresAt"] = from_document(&to_document(&as_float));
+        for meta in [meta, sent_back] {
+            let back = read(&tenant(), &key(&tenant(), &expiring.id), &meta).unwrap();
+            assert_eq!(back.expires_at, expiring.expires_at);
+        }
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl TenantIndex {
         while let Some(row) = rows.next()? {
             let memory = memory_from_row(row)?;
             // A row another process wrote without terms (an older release) still matches.
-            let terms = match row.get::<_, Option<String>>(13)? {
+            let terms = match row.get::<_, Option<String>>(14)? {
                 Some(terms) => terms
                     .split(' ')
                     .filter(|t| !t.is_empty())
@@ -94,8 +94,8 @@ impl TenantIndex {
                     .collect(),
                 None => search::terms(&memory.content),
             };
-            let own = (row.get::<_, i64>(14)?.max(0) as u64, row.get(15)?);
-            index.add(memory, own, &from_blob(row.get_ref(12)?.as_blob()?), &terms);
+            let own = (row.get::<_, i64>(15)?.max(0) as u64, row.get(16)?);
+            index.add(memory, own, &from_blob(row.get_ref(13)?.as_blob()?), &terms);
         }
         index.memories.shrink_to_fit();
         Ok(index)
@@ -111,6 +111,7 @@ impl TenantIndex {
             id: &memory.id,
             scope: memory.scope,
             conversation: memory.conversation.as_ref().map(|c| c.as_str()),
+            expires_at: memory.expires_at,
         };
         if let Some(replaced) = self.search.position(entry.id) {
             self.take_out(replaced);

@@ -9,6 +9,7 @@
 
 mod index;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS memories (
   last_accessed_at INTEGER,
   terms            TEXT,
   replaces         TEXT,
+  expires_at       INTEGER,
   PRIMARY KEY (tenant_id, id),
   CHECK (scope = 'project' OR conversation IS NOT NULL)
 ) WITHOUT ROWID;
@@ -113,13 +115,14 @@ fn version_triggers() -> String {
 /// How long a statement waits for another process's lock on the file.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `?2` is the request's conversation or NULL (docs/behavior.md#visibility).
-const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2))";
+/// `?2` is the request's conversation or NULL, `?3` its instant (docs/behavior.md#visibility).
+const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2)) \
+     AND (expires_at IS NULL OR expires_at > ?3)";
 /// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables.
 const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
      m.conversation, m.trust_base, m.access_count + coalesce(u.access_count, 0), \
      max(coalesce(m.last_accessed_at, u.last_accessed_at), \
-         coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces";
+         coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces, m.expires_at";
 const MEMORIES: &str =
     "memories m LEFT JOIN memory_uses u ON u.tenant_id = m.tenant_id AND u.id = m.id";
 
@@ -258,23 +261,33 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
         access_count: row.get::<_, i64>(9)?.max(0) as u64,
         last_accessed_at: row.get(10)?,
         replaces: row.get(11)?,
+        expires_at: row.get(12)?,
     })
 }
 
 /// Brings a file an older release wrote up to date: the columns it lacks (`terms` came
-/// with keyword recall, `replaces` with corrections), and every memory's terms.
+/// with keyword recall, `replaces` with corrections, `expires_at` with expiry), the index
+/// the expiry sweep reads, and every memory's terms.
 fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
     // Checked under the write lock: two processes opening an old file at once must not
     // both add a column.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    for column in ["terms", "replaces"] {
+    for (column, kind) in [
+        ("terms", "TEXT"),
+        ("replaces", "TEXT"),
+        ("expires_at", "INTEGER"),
+    ] {
         let present: bool = tx
             .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = ?1")?
             .exists([column])?;
         if !present {
-            tx.execute_batch(&format!("ALTER TABLE memories ADD COLUMN {column} TEXT"))?;
+            tx.execute_batch(&format!("ALTER TABLE memories ADD COLUMN {column} {kind}"))?;
         }
     }
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS memories_expiry_idx ON memories (expires_at) \
+         WHERE expires_at IS NOT NULL",
+    )?;
     let unindexed: Vec<(String, String, String)> = tx
         .prepare("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
@@ -303,8 +316,9 @@ impl MemoryStore for SqliteStore {
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let (seen, dedup_scope) = (
+        let (seen, at, dedup_scope) = (
             conversation_of(visibility),
+            visibility.at,
             visibility.for_dedup(memory.scope),
         );
         let embedding = embedding.to_vec();
@@ -315,9 +329,9 @@ impl MemoryStore for SqliteStore {
             if let Some(id) = &memory.replaces {
                 let visible = tx
                     .prepare_cached(&format!(
-                        "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"
+                        "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4"
                     ))?
-                    .exists(params![tenant, seen, id])?;
+                    .exists(params![tenant, seen, at, id])?;
                 if !visible {
                     return Ok(Err(StoreError::not_visible("replaces", id)));
                 }
@@ -337,8 +351,8 @@ impl MemoryStore for SqliteStore {
             let terms = search::terms(&memory.content);
             tx.execute(
                 "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
-                 created_at, scope, conversation, trust_base, embedding, terms, replaces) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12)",
+                 created_at, scope, conversation, trust_base, embedding, terms, replaces, \
+                 expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12, ?13)",
                 params![
                     tenant,
                     memory.id,
@@ -352,6 +366,7 @@ impl MemoryStore for SqliteStore {
                     to_blob(&embedding),
                     terms.join(" "),
                     memory.replaces,
+                    memory.expires_at,
                 ],
             )?;
             if let Some(id) = &memory.replaces {
@@ -431,19 +446,27 @@ impl MemoryStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
+        let (seen, at) = (conversation_of(visibility), visibility.at);
         let memory_type = memory_type.map(MemoryType::as_str);
         let after = after.map(|a| (a.created_at, a.id.clone()));
         self.with_conn(move |conn, _, _| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
-                 AND (?3 IS NULL OR m.memory_type = ?3) \
-                 AND (?5 IS NULL OR (m.created_at, m.id) < (?5, ?6)) \
-                 ORDER BY m.created_at DESC, m.id DESC LIMIT ?4"
+                 AND (?4 IS NULL OR m.memory_type = ?4) \
+                 AND (?6 IS NULL OR (m.created_at, m.id) < (?6, ?7)) \
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT ?5"
             ))?;
             let (after_at, after_id) = after.unzip();
             stmt.query_map(
-                params![tenant, seen, memory_type, limit as i64, after_at, after_id],
+                params![
+                    tenant,
+                    seen,
+                    at,
+                    memory_type,
+                    limit as i64,
+                    after_at,
+                    after_id
+                ],
                 memory_from_row,
             )?
             .collect()
@@ -458,14 +481,14 @@ impl MemoryStore for SqliteStore {
         id: &str,
     ) -> Result<bool, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
+        let (seen, at) = (conversation_of(visibility), visibility.at);
         let id = id.to_owned();
         self.with_conn(move |conn, indexes, _| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let before = Versions::read(&tx, &tenant)?;
             let deleted = tx.execute(
-                &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3"),
-                params![tenant, seen, id],
+                &format!("DELETE FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4"),
+                params![tenant, seen, at, id],
             )? > 0;
             let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
@@ -487,14 +510,14 @@ impl MemoryStore for SqliteStore {
         visibility: &Visibility,
     ) -> Result<Counts, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let seen = conversation_of(visibility);
+        let (seen, at) = (conversation_of(visibility), visibility.at);
         let tallies = self
             .with_conn(move |conn, _, _| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT memory_type, count(*) FROM memories \
                      WHERE tenant_id = ?1 AND {VISIBLE} GROUP BY memory_type"
                 ))?;
-                stmt.query_map(params![tenant, seen], |row| {
+                stmt.query_map(params![tenant, seen, at], |row| {
                     Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()
@@ -523,14 +546,14 @@ impl MemoryStore for SqliteStore {
             {
                 let mut stmt = tx.prepare_cached(&format!(
                     "INSERT INTO memory_uses (tenant_id, id, access_count, last_accessed_at) \
-                     SELECT tenant_id, id, 1, ?4 FROM memories \
-                     WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?3 \
+                     SELECT tenant_id, id, 1, ?5 FROM memories \
+                     WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4 \
                      ON CONFLICT (tenant_id, id) DO UPDATE SET \
                      access_count = access_count + 1, \
-                     last_accessed_at = max(coalesce(last_accessed_at, ?4), ?4)"
+                     last_accessed_at = max(coalesce(last_accessed_at, ?5), ?5)"
                 ))?;
                 for id in &ids {
-                    stmt.execute(params![tenant, seen, id, at])?;
+                    stmt.execute(params![tenant, seen, visibility.at, id, at])?;
                 }
             }
             let after = Versions::read(&tx, &tenant)?;
@@ -546,6 +569,46 @@ impl MemoryStore for SqliteStore {
                 });
             }
             Ok(())
+        })
+        .await
+    }
+
+    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+        self.with_conn(move |conn, indexes, _| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let expired: Vec<(String, String)> = tx
+                .prepare_cached(
+                    "SELECT tenant_id, id FROM memories WHERE expires_at <= ?1 \
+                     ORDER BY expires_at LIMIT ?2",
+                )?
+                .query_map(params![at, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut by_tenant: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (tenant, id) in &expired {
+                by_tenant.entry(tenant).or_default().push(id);
+            }
+            let mut moved = Vec::with_capacity(by_tenant.len());
+            for (tenant, ids) in by_tenant {
+                let before = Versions::read(&tx, tenant)?;
+                let mut delete =
+                    tx.prepare_cached("DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2")?;
+                for id in &ids {
+                    delete.execute(params![tenant, id])?;
+                }
+                moved.push((tenant, ids, before, Versions::read(&tx, tenant)?));
+            }
+            tx.commit()?;
+            for (tenant, ids, before, after) in moved {
+                if let Some(slot) = indexes.held(tenant) {
+                    indexes.apply(tenant, &slot, before.memories, after.memories, |index| {
+                        for id in &ids {
+                            index.remove(id);
+                        }
+                        index.moved_uses(before.uses, after.uses);
+                    });
+                }
+            }
+            Ok(expired.len())
         })
         .await
     }
