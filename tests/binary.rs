@@ -330,3 +330,48 @@ async fn memories_survive_a_restart() {
     assert!(listed.contains("builds use cargo nextest"), "{listed}");
     server.terminate().await;
 }
+
+#[tokio::test]
+async fn the_sweep_deletes_an_expired_memory_from_the_file() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.db");
+    let mut env = base_env(&stub, &file);
+    env.insert("EXPIRY_SWEEP_SECONDS".into(), "1".into());
+    let acme = [("x-tenant-id", "acme")];
+    let server = start(&mut env).await;
+    let instant = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let at = instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    server
+        .call(
+            &acme,
+            "remember",
+            json!({"content": "the freeze ends at the audit", "expires_at": at}),
+        )
+        .await;
+    server
+        .call(
+            &acme,
+            "remember",
+            json!({"content": "builds use cargo nextest"}),
+        )
+        .await;
+    let rows = || {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.query_row("SELECT count(*) FROM memories", [], |r| r.get::<_, i64>(0))
+            .unwrap()
+    };
+    assert_eq!(rows(), 2);
+    // A sweep every second: the row is gone soon after its instant.
+    let mut waited = 0;
+    while server.metric("mcp_memory_memories_expired_total").await < 1.0 {
+        assert!(waited < 100, "the sweep never deleted the expired memory");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    assert!(chrono::Utc::now() >= instant);
+    assert_eq!(rows(), 1);
+    let listed = server.call(&acme, "list_memories", json!({})).await;
+    assert!(listed.starts_with("[MEMORY] 1 memory,"), "{listed}");
+    assert_eq!(server.terminate().await.code, Some(0));
+}

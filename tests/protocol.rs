@@ -587,6 +587,24 @@ async fn structured_results_match_their_schemas_and_only_for_versions_that_have_
     .await;
     assert_eq!(corrected["structuredContent"]["outcome"], "replaced");
     assert_eq!(
+        corrected["structuredContent"]["memory"]["expires"],
+        Value::Null
+    );
+    // An expiry given in any offset comes back as the instant, in UTC.
+    let instant = chrono::Utc::now() + chrono::Duration::days(400);
+    let seoul = chrono::FixedOffset::east_opt(9 * 3600).unwrap();
+    let expiring = call(
+        v,
+        "remember",
+        json!({"content": "the staging cluster is down for maintenance",
+               "expires_at": instant.with_timezone(&seoul).to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(
+        expiring["structuredContent"]["memory"]["expires"],
+        instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    assert_eq!(
         corrected["structuredContent"]["memory"]["replaces"],
         json!(id)
     );

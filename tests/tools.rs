@@ -488,6 +488,56 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
             json!({"query": "q"}),
             "Error: unknown tool \"search_docs\".",
         ),
+        (
+            "remember",
+            json!({"content": "c", "expires_in_days": 0}),
+            "Error: `expires_in_days` must be an integer between 1 and 3650.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_in_days": 3651}),
+            "Error: `expires_in_days` must be an integer between 1 and 3650.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_in_days": 1.5}),
+            "Input validation error",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_in_days": "7"}),
+            "Input validation error",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_at": 1_900_000_000}),
+            "Input validation error",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_at": "next friday"}),
+            "Error: `expires_at` must be an RFC 3339 time with its offset, such as 2027-03-31T00:00:00Z; \"next friday\" is not one.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_at": "2027-03-31"}),
+            "Error: `expires_at` must be an RFC 3339 time",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_at": "2020-01-01T00:00:00Z"}),
+            "Error: `expires_at` must be in the future.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_at": "2099-01-01T00:00:00Z"}),
+            "Error: `expires_at` may be at most 3650 days (ten years) ahead.",
+        ),
+        (
+            "remember",
+            json!({"content": "c", "expires_in_days": 3, "expires_at": "2027-03-31T00:00:00Z"}),
+            "Error: give `expires_in_days` or `expires_at`, not both",
+        ),
     ];
     for (tool, args, expected) in cases {
         let (text, is_error) = s.call(ACME, tool, args.clone()).await;
@@ -998,4 +1048,91 @@ async fn list_memories_pages_through_everything_once_and_cursors_stay_with_their
             .await
             .contains("no memories yet")
     );
+}
+
+#[tokio::test]
+async fn a_memory_that_expires_is_gone_everywhere_from_that_instant() {
+    let s = TestServer::start().await;
+    let freeze = "the release branch is frozen until the audit is over";
+    s.ok(
+        ACME,
+        "remember",
+        json!({"content": "deploys go through argo"}),
+    )
+    .await;
+    let day = |days: i64| {
+        (chrono::Utc::now() + chrono::Duration::days(days))
+            .format("%F")
+            .to_string()
+    };
+    let in_a_week = day(7);
+    let holidays = s
+        .ok(
+            ACME,
+            "remember",
+            json!({"content": "the office is closed for the holidays", "expires_in_days": 7}),
+        )
+        .await;
+    assert!(
+        // The week is counted from the write, whichever side of midnight it fell.
+        holidays.contains(&format!("expires {in_a_week})"))
+            || holidays.contains(&format!("expires {})", day(7))),
+        "{holidays}"
+    );
+    let instant = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let at = instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let stored = s
+        .ok(
+            ACME,
+            "remember",
+            json!({"content": freeze, "expires_at": at}),
+        )
+        .await;
+    let id = stored_id(&stored);
+    assert!(
+        stored.contains(&format!(", expires {})", &at[..10])),
+        "{stored}"
+    );
+
+    // Until then it is a memory like any other.
+    let recalled = s.ok(ACME, "recall", json!({"query": freeze})).await;
+    assert!(recalled.contains(&format!("[id:{id}]")), "{recalled}");
+    assert!(
+        s.ok(ACME, "list_memories", json!({}))
+            .await
+            .contains(&format!("[id:{id}]"))
+    );
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] 3 memories for this project (project: 3)."
+    );
+
+    // From that instant nothing finds, lists, counts, forgets, replaces or repeats it.
+    let wait = (instant - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(wait + std::time::Duration::from_millis(100)).await;
+    let recalled = s.ok(ACME, "recall", json!({"query": freeze})).await;
+    assert!(!recalled.contains(&format!("[id:{id}]")), "{recalled}");
+    let listed = s.ok(ACME, "list_memories", json!({})).await;
+    assert!(!listed.contains(&format!("[id:{id}]")), "{listed}");
+    assert_eq!(
+        s.ok(ACME, "memory_stats", json!({})).await,
+        "[MEMORY] 2 memories for this project (project: 2)."
+    );
+    let forgot = s.ok(ACME, "forget", json!({"id": id})).await;
+    assert!(forgot.contains("No memory with id"), "{forgot}");
+    let (refused, is_error) = s
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "the freeze was lifted", "replaces": id}),
+        )
+        .await;
+    assert!(is_error, "{refused}");
+    assert!(
+        refused.contains("`replaces` names no memory this caller can see"),
+        "{refused}"
+    );
+    let again = s.ok(ACME, "remember", json!({"content": freeze})).await;
+    assert!(again.starts_with("[MEMORY] Stored as "), "{again}");
+    assert!(!again.contains("expires "), "{again}");
 }
