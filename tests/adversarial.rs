@@ -1,7 +1,8 @@
 //! The binary against callers who are hostile, careless or broken: floods of tenants,
 //! more memories than the budget, hostile text, slow and stalled clients, a kill in the
-//! middle of writes. Each test checks what an operator would: the process stays up and
-//! bounded, every other caller is served, and nothing acknowledged is lost.
+//! middle of writes; and against time, as memories expire. Each test checks what an
+//! operator would: the process stays up and bounded, every other caller is served, nothing
+//! acknowledged is lost, and nothing expired is shown or kept.
 
 mod support;
 
@@ -9,9 +10,9 @@ use std::collections::HashMap;
 
 use serde_json::json;
 use support::process::{Running, start};
-use support::{EmbeddingStub, base_env, postgres_database};
+use support::{EmbeddingStub, base_env, postgres_database, s3_store};
 
-/// A server on a fresh SQLite file, or on a fresh PostgreSQL database.
+/// A server on a fresh SQLite file, a fresh PostgreSQL database or fresh S3 buckets.
 struct Served {
     server: Running,
     env: HashMap<String, String>,
@@ -23,8 +24,12 @@ async fn serve(store: &str, extra: &[(&str, &str)]) -> Served {
     let stub = EmbeddingStub::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut env = base_env(&stub, &dir.path().join("memory.db"));
-    if store == "postgres" {
-        env.insert("DATABASE_URL".into(), postgres_database().await);
+    match store {
+        "postgres" => {
+            env.insert("DATABASE_URL".into(), postgres_database().await);
+        }
+        "s3" => s3_store(&mut env).await,
+        _ => {}
     }
     for (k, v) in extra {
         env.insert((*k).into(), (*v).into());
@@ -615,4 +620,85 @@ async fn an_aws_outage_is_a_readable_tool_error_and_the_server_stays_up() {
     assert!(server.metric("mcp_memory_requests_in_flight").await >= 0.0);
     let exited = server.terminate().await;
     assert_eq!(exited.code, Some(0), "{}", exited.stderr);
+}
+
+/// The memories the store still holds: rows on SQLite and PostgreSQL, recency-index keys on
+/// S3 (a memory's key goes after its vector).
+async fn held(served: &Served) -> usize {
+    if let Some(bucket) = served.env.get("STATE_BUCKET") {
+        let listed = (support::aws::s3().await.list_objects_v2())
+            .bucket(bucket)
+            .prefix("index/")
+            .send()
+            .await
+            .unwrap();
+        return listed.contents().len();
+    }
+    let url = &served.env["DATABASE_URL"];
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        return conn
+            .query_row("SELECT count(*) FROM memories", [], |r| r.get::<_, i64>(0))
+            .unwrap() as usize;
+    }
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM memories")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    n as usize
+}
+
+#[tokio::test]
+async fn an_expiring_memory_is_gone_at_its_instant_then_deleted_on_every_store() {
+    for store in ["sqlite", "postgres", "s3"] {
+        let served = serve(store, &[("EXPIRY_SWEEP_SECONDS", "1")]).await;
+        let server = &served.server;
+        let instant = chrono::Utc::now() + chrono::Duration::seconds(2);
+        let at = instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let freeze = "the release branch is frozen until the audit";
+        let stored = call(
+            server,
+            "acme",
+            "remember",
+            json!({"content": freeze, "expires_at": at}),
+        )
+        .await;
+        let id = support::stored_id(&stored);
+        call(
+            server,
+            "acme",
+            "remember",
+            json!({"content": "builds use cargo nextest"}),
+        )
+        .await;
+        let recalled = call(server, "acme", "recall", json!({"query": freeze})).await;
+        assert!(recalled.contains(&id), "{store}: {recalled}");
+        assert_eq!(held(&served).await, 2, "{store}");
+
+        let wait = (instant - chrono::Utc::now()).to_std().unwrap_or_default();
+        tokio::time::sleep(wait + std::time::Duration::from_millis(50)).await;
+        let recalled = call(server, "acme", "recall", json!({"query": freeze})).await;
+        assert!(!recalled.contains(&id), "{store}: {recalled}");
+        let stats = call(server, "acme", "memory_stats", json!({})).await;
+        assert!(stats.starts_with("[MEMORY] 1 memory "), "{store}: {stats}");
+
+        // Then it is deleted: by the sweep, or on S3 perhaps already by the read that met it.
+        let mut waited = 0;
+        while held(&served).await > 1 {
+            assert!(
+                waited < 100,
+                "{store}: the expired memory was never deleted"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            waited += 1;
+        }
+        if store != "s3" {
+            let swept = server.metric("mcp_memory_memories_expired_total").await;
+            assert_eq!(swept, 1.0, "{store}");
+        }
+        let exited = served.server.terminate().await;
+        assert_eq!(exited.code, Some(0), "{store}: {}", exited.stderr);
+    }
 }

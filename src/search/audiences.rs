@@ -52,7 +52,9 @@ pub struct Audiences {
 #[derive(Clone, Copy)]
 pub struct Viewer {
     mine: Option<Audience>,
-    at: i64,
+    /// The request's instant; None when no memory of the index expires, so a scan of a
+    /// tenant without expiry never reads `expires`.
+    at: Option<i64>,
 }
 
 impl Audiences {
@@ -102,7 +104,7 @@ impl Audiences {
                 .conversation
                 .as_ref()
                 .and_then(|c| self.conversations.get(c.as_str()).copied()),
-            at: visibility.at,
+            at: (!self.expiring.is_empty()).then_some(visibility.at),
         }
     }
 
@@ -110,7 +112,8 @@ impl Audiences {
     #[inline]
     pub fn sees(&self, viewer: Viewer, position: usize) -> bool {
         let audience = self.of[position];
-        (audience == PROJECT || Some(audience) == viewer.mine) && self.expires[position] > viewer.at
+        (audience == PROJECT || Some(audience) == viewer.mine)
+            && viewer.at.is_none_or(|at| self.expires[position] > at)
     }
 
     /// How many (audience, expiry) sums are kept: about one per memory that expires.
@@ -122,15 +125,16 @@ impl Audiences {
     /// instant (the few memories the sweep has yet to delete).
     pub fn visible(&self, viewer: Viewer) -> Totals {
         let mut sum = Totals::default();
+        let at = viewer.at.unwrap_or(i64::MIN);
         for audience in [Some(PROJECT), viewer.mine].into_iter().flatten() {
             let all = self.totals.get(&audience).copied().unwrap_or_default();
-            let expired = (self
-                .expiring
-                .range((audience, i64::MIN)..=(audience, viewer.at)))
-            .fold(Totals::default(), |sum, (_, t)| Totals {
-                memories: sum.memories + t.memories,
-                terms: sum.terms + t.terms,
-            });
+            let expired = (self.expiring.range((audience, i64::MIN)..=(audience, at))).fold(
+                Totals::default(),
+                |sum, (_, t)| Totals {
+                    memories: sum.memories + t.memories,
+                    terms: sum.terms + t.terms,
+                },
+            );
             sum.memories += all.memories - expired.memories;
             sum.terms += all.terms - expired.terms;
         }
