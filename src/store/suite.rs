@@ -116,16 +116,32 @@ fn by_id(mut hits: Vec<Hit>) -> Vec<Hit> {
 
 pub const T0: i64 = 1_780_000_000_000;
 
-/// Stores `memory` for `who` and returns it, failing the test on a duplicate.
+/// Stores `memory` for `who` now and returns it, failing the test on a duplicate.
 pub async fn store_one(
     store: &dyn MemoryStore,
     who: &str,
     memory: NewMemory,
     embedding: &[f32],
 ) -> Memory {
-    let seen = seen_from(memory.conversation.as_ref().map(|c| c.as_str())).for_dedup(memory.scope);
+    store_at(store, who, memory, crate::memory::now_ms(), embedding).await
+}
+
+/// Stores `memory` for `who`, in its conversation, as a request at `at` (ms) would.
+pub async fn store_at(
+    store: &dyn MemoryStore,
+    who: &str,
+    memory: NewMemory,
+    at: i64,
+    embedding: &[f32],
+) -> Memory {
+    let seen = seen_at(memory.conversation.as_ref().map(|c| c.as_str()), at);
     match store
-        .remember(&tenant(who), &seen, memory, embedding)
+        .remember(
+            &tenant(who),
+            &seen.for_dedup(memory.scope),
+            memory,
+            embedding,
+        )
         .await
         .unwrap()
     {
@@ -1096,29 +1112,11 @@ pub async fn pages_go_on_exactly_after_the_last_memory_shown(store: &dyn MemoryS
     assert!(next.iter().all(|m| m.created_at <= gone_after.created_at));
 }
 
-/// Writes `memory` for a caller in its conversation at `at`, expiring at `expires_at`.
-async fn store_expiring(
-    store: &dyn MemoryStore,
-    who: &str,
-    mut memory: NewMemory,
-    expires_at: Option<i64>,
-    at: i64,
-    embedding: &[f32],
-) -> Memory {
-    memory.expires_at = expires_at;
-    let seen = seen_at(memory.conversation.as_ref().map(|c| c.as_str()), at);
-    match store
-        .remember(
-            &tenant(who),
-            &seen.for_dedup(memory.scope),
-            memory,
-            embedding,
-        )
-        .await
-        .unwrap()
-    {
-        Remembered::Stored(m) => m,
-        other => panic!("expected a write, got {other:?}"),
+/// `memory`, expiring at `at`.
+fn expiring(memory: NewMemory, at: i64) -> NewMemory {
+    NewMemory {
+        expires_at: Some(at),
+        ..memory
     }
 }
 
@@ -1132,26 +1130,25 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
     let acme = tenant("acme");
     let expiry = T0 + 60_000;
     let freeze = "the freeze lasts until friday";
-    let gone = store_expiring(
+    let gone = store_at(
         store,
         "acme",
-        note(freeze, T0, Scope::Project, None),
-        Some(expiry),
+        expiring(note(freeze, T0, Scope::Project, None), expiry),
         T0,
         &direction(0, 0.0),
     )
     .await;
     assert_eq!(gone.expires_at, Some(expiry));
-    let private = store_expiring(
+    let private = note(
+        "the release branch is frozen",
+        T0 + 1,
+        Scope::Conversation,
+        Some("c1"),
+    );
+    let private = store_at(
         store,
         "acme",
-        note(
-            "the release branch is frozen",
-            T0 + 1,
-            Scope::Conversation,
-            Some("c1"),
-        ),
-        Some(expiry),
+        expiring(private, expiry),
         T0 + 1,
         &direction(1, 0.0),
     )
@@ -1245,9 +1242,11 @@ pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryS
         {
             let content = format!("{who}'s fact number {i}");
             let created = T0 + i as i64;
-            let memory = note(&content, created, Scope::Project, None);
-            let embedding = direction(i, 0.0);
-            store_expiring(store, who, memory, expires_at, created, &embedding).await;
+            let memory = NewMemory {
+                expires_at,
+                ..note(&content, created, Scope::Project, None)
+            };
+            store_at(store, who, memory, created, &direction(i, 0.0)).await;
         }
     }
     // Seen from before anything expired: only what the sweep deleted is missing.
