@@ -85,7 +85,8 @@ async fn open(url: &str, dim: usize) -> std::sync::Arc<dyn MemoryStore> {
     ];
     let config =
         Config::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
-    store::open(&config.store, dim).await.unwrap()
+    let model = mcp_memory::embed::build(&config.embedder).unwrap().model();
+    store::open(&config.store, &model).await.unwrap()
 }
 
 #[tokio::main]

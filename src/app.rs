@@ -54,7 +54,7 @@ impl App {
     /// bound, so a deployment that cannot work never starts answering.
     pub async fn build(config: Config) -> Result<App, BootError> {
         let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
-        let store = store::open(&config.store, embedder.dimension())
+        let store = store::open(&config.store, &embedder.model())
             .await
             .map_err(BootError::Store)?;
         let embedder = if store.width_fixed_by_index() {

@@ -97,6 +97,20 @@ macro_rules! names {
 }
 pub(crate) use names;
 
+/// Which embedding model a store's vectors come from, and their width: vectors compare only
+/// when both are the same. The name is `provider:model`, as the startup line shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    pub name: String,
+    pub dimension: usize,
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, {}d", self.name, self.dimension)
+    }
+}
+
 /// A validated tenant name (docs/behavior.md#identity). Only `context` constructs one from a header.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tenant(String);

@@ -53,7 +53,12 @@ pub fn sqlite(path: &std::path::Path, rows: impl Iterator<Item = Row>, width: us
     drop(
         mcp_memory::store::sqlite::SqliteStore::open(
             path,
-            width,
+            // Nothing is written through the store, so nothing of it is recorded: the server
+            // records its own model at its first write.
+            &mcp_memory::memory::Model {
+                name: "bench:seed".into(),
+                dimension: width,
+            },
             mcp_memory::search::cache::BUDGET_BYTES,
         )
         .unwrap(),
@@ -101,7 +106,13 @@ pub async fn postgres(url: &str, rows: impl Iterator<Item = Row>, width: usize) 
             .map(|(_, v)| v.clone())
     })
     .unwrap();
-    drop(mcp_memory::store::open(&config.store, width).await.unwrap());
+    let model = mcp_memory::embed::build(&config.embedder).unwrap().model();
+    assert_eq!(model.dimension, width);
+    drop(
+        mcp_memory::store::open(&config.store, &model)
+            .await
+            .unwrap(),
+    );
 
     let mut conn = sqlx::postgres::PgConnection::connect(url).await.unwrap();
     let mut rows = rows.peekable();

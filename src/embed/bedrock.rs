@@ -78,12 +78,11 @@ impl Embedder for BedrockEmbedder {
         check_vector(json.get("embedding"), &self.model, self.dimension)
     }
 
-    fn dimension(&self) -> usize {
-        self.dimension
-    }
-
-    fn describe(&self) -> String {
-        format!("bedrock:{}, {}d", self.model, self.dimension)
+    fn model(&self) -> crate::memory::Model {
+        crate::memory::Model {
+            name: format!("bedrock:{}", self.model),
+            dimension: self.dimension,
+        }
     }
 }
 

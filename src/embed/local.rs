@@ -155,12 +155,11 @@ impl Embedder for LocalEmbedder {
         self.submit(text)?.await.map_err(|_| stopped())?
     }
 
-    fn dimension(&self) -> usize {
-        self.dimension
-    }
-
-    fn describe(&self) -> String {
-        format!("local:{}, {}d", self.name, self.dimension)
+    fn model(&self) -> crate::memory::Model {
+        crate::memory::Model {
+            name: format!("local:{}", self.name),
+            dimension: self.dimension,
+        }
     }
 
     fn health(&self) -> Result<(), String> {

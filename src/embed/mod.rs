@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::memory::Model;
+
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 #[cfg(feature = "local")]
@@ -81,11 +83,18 @@ pub trait Embedder: Send + Sync {
     /// The text's vector, already checked by `check_vector`.
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError>;
 
+    /// The model every vector comes from, and their width.
+    fn model(&self) -> Model;
+
     /// The width of every vector this embedder returns.
-    fn dimension(&self) -> usize;
+    fn dimension(&self) -> usize {
+        self.model().dimension
+    }
 
     /// `provider:model, <dim>d`, for the startup line.
-    fn describe(&self) -> String;
+    fn describe(&self) -> String {
+        self.model().to_string()
+    }
 
     /// Why this embedder cannot embed at all now (`GET /health` answers 503 with it); a
     /// remote service is not called for this, its failures are the calls' own.
@@ -148,12 +157,8 @@ impl Embedder for FixedIndex {
         })
     }
 
-    fn dimension(&self) -> usize {
-        self.0.dimension()
-    }
-
-    fn describe(&self) -> String {
-        self.0.describe()
+    fn model(&self) -> Model {
+        self.0.model()
     }
 
     fn health(&self) -> Result<(), String> {
@@ -246,11 +251,11 @@ mod tests {
             async fn embed(&self, _: &str) -> Result<Vec<f32>, EmbedError> {
                 check_values(vec![1.0; 3], "titan", 4)
             }
-            fn dimension(&self) -> usize {
-                4
-            }
-            fn describe(&self) -> String {
-                "wrong".into()
+            fn model(&self) -> Model {
+                Model {
+                    name: "wrong".into(),
+                    dimension: 4,
+                }
             }
         }
         let plain = Wrong.embed("x").await.unwrap_err().to_string();

@@ -79,12 +79,11 @@ impl Embedder for OpenAiEmbedder {
         )
     }
 
-    fn dimension(&self) -> usize {
-        self.dimension
-    }
-
-    fn describe(&self) -> String {
-        format!("openai:{}, {}d", self.model, self.dimension)
+    fn model(&self) -> crate::memory::Model {
+        crate::memory::Model {
+            name: format!("openai:{}", self.model),
+            dimension: self.dimension,
+        }
     }
 }
 

@@ -23,12 +23,8 @@ impl Embedder for TimedEmbedder {
         result
     }
 
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
+    fn model(&self) -> crate::memory::Model {
+        self.inner.model()
     }
 
     fn health(&self) -> Result<(), String> {

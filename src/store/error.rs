@@ -3,6 +3,8 @@
 //! message names the backend and the step, never memory content or credentials; the cause
 //! it quotes is also kept as the error's `source`.
 
+use crate::memory::Model;
+
 /// Why a dependency failed, as that dependency said it.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -45,6 +47,18 @@ pub enum StoreError {
         location: String,
         stored: usize,
         configured: usize,
+    },
+    /// The store holds vectors another model made (as it recorded at its first write).
+    #[error(
+        "{location} holds embeddings of {stored}, but this server embeds with {configured}; \
+         configure the model they were made with, or move the memories to a fresh store with \
+         `mcp-memory export`, then `mcp-memory import --reembed` under this configuration — \
+         nothing was altered"
+    )]
+    OtherModel {
+        location: String,
+        stored: Model,
+        configured: Model,
     },
 }
 

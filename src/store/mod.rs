@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::memory::{Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 
 mod error;
@@ -170,16 +170,14 @@ pub trait MemoryStore: Send + Sync {
     }
 }
 
-/// Opens the configured store; `dimension` is the embedder's, which stored vectors must
-/// match (S3 Vectors checks every write against its index instead).
+/// Opens the configured store for vectors of `model`, the embedder's: a store that recorded
+/// another refuses to open (S3 refuses its first search or write instead, making no call
+/// at boot), and one from before models were recorded must hold vectors of its width.
 #[cfg_attr(
     not(any(feature = "sqlite", feature = "postgres")),
     allow(unused_variables)
 )]
-pub async fn open(
-    settings: &Settings,
-    dimension: usize,
-) -> Result<Arc<dyn MemoryStore>, StoreError> {
+pub async fn open(settings: &Settings, model: &Model) -> Result<Arc<dyn MemoryStore>, StoreError> {
     match *settings {
         #[cfg(feature = "sqlite")]
         Settings::Sqlite {
@@ -187,15 +185,15 @@ pub async fn open(
             index_budget,
         } => Ok(Arc::new(sqlite::SqliteStore::open(
             path,
-            dimension,
+            model,
             index_budget,
         )?)),
         #[cfg(feature = "postgres")]
         Settings::Postgres { ref url, ref pool } => Ok(Arc::new(
-            postgres::PostgresStore::open(url, dimension, pool).await?,
+            postgres::PostgresStore::open(url, model, pool).await?,
         )),
         #[cfg(feature = "s3")]
-        Settings::S3(ref settings) => Ok(Arc::new(s3::S3Store::open(settings).await)),
+        Settings::S3(ref settings) => Ok(Arc::new(s3::S3Store::open(settings, model).await)),
     }
 }
 

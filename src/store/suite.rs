@@ -40,6 +40,14 @@ pub async fn run_keywords<S: MemoryStore, F: Future<Output = S>>(make: impl Fn()
     rare_words_count_more_and_forgotten_memories_are_gone(&make().await).await;
 }
 
+/// The model the suite's stores are opened with.
+pub fn model(dimension: usize) -> crate::memory::Model {
+    crate::memory::Model {
+        name: "test:directions".into(),
+        dimension,
+    }
+}
+
 pub fn tenant(name: &str) -> Tenant {
     Tenant::new_unchecked(name.into())
 }
@@ -1296,4 +1304,72 @@ pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryS
     for who in ["acme", "globex"] {
         assert_eq!(left(who).await, [format!("{who}'s fact number 2")]);
     }
+}
+
+/// One store reopened with the model given, as another process would open it.
+pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, StoreError>>>(
+    open: impl Fn(crate::memory::Model) -> F,
+) {
+    let mine = model(8);
+    let theirs = crate::memory::Model {
+        name: "test:another".into(),
+        dimension: 8,
+    };
+    let first = open(mine.clone()).await.unwrap();
+    // Nothing is recorded until a write: a process of another model opens too.
+    let other = open(theirs.clone()).await.unwrap();
+    store_one(
+        &first,
+        "acme",
+        note("a fact", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let refused = other
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            note("another fact", T0 + 1, Scope::Project, None),
+            &direction(1, 0.0),
+        )
+        .await
+        .unwrap_err();
+    let named_both = |e: &StoreError| {
+        matches!(e, StoreError::OtherModel { stored, configured, .. }
+            if *stored == mine && *configured == theirs)
+    };
+    assert!(named_both(&refused), "{refused}");
+    let message = refused.to_string();
+    assert!(
+        message.contains("test:directions, 8d") && message.contains("test:another, 8d"),
+        "{message}"
+    );
+    assert!(message.contains("mcp-memory import --reembed"), "{message}");
+    // Opened again with the other model, it refuses: at open, or (S3) at the first search.
+    match open(theirs.clone()).await {
+        Err(e) => assert!(named_both(&e), "{e}"),
+        Ok(late) => {
+            let e = nearest(
+                &late,
+                &tenant("acme"),
+                &seen_from(None),
+                &direction(0, 0.0),
+                5,
+            )
+            .await
+            .unwrap_err();
+            assert!(named_both(&e), "{e}");
+        }
+    }
+    let again = open(mine).await.unwrap();
+    let found = nearest(
+        &again,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(found.len(), 1, "nothing was altered");
 }

@@ -25,7 +25,7 @@ use sqlx::{Connection, Row};
 use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{
-    Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
+    Conversation, Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
 };
 use crate::search::cache::{self, Slot, TenantCache, Version};
 use crate::search::{self, Entry, Found, Query, SearchIndex};
@@ -66,6 +66,8 @@ const SCHEMA: &[&str] = &[
     // Tables created before corrections, or before expiry, get the column here.
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS replaces text",
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires_at timestamptz",
+    // What the vectors are: `model` and `dimension`, recorded by the first write.
+    "CREATE TABLE IF NOT EXISTS store_meta (key text PRIMARY KEY, value text NOT NULL)",
     // What the expiry sweep reads: only the memories that expire.
     "CREATE INDEX IF NOT EXISTS memories_expiry_idx
        ON memories (expires_at) WHERE expires_at IS NOT NULL",
@@ -93,6 +95,9 @@ pub struct PostgresStore {
     pool: PgPool,
     location: String,
     width: usize,
+    /// The model this process embeds with, and whether the database is known to record it.
+    model: Model,
+    recorded: std::sync::atomic::AtomicBool,
     indexes: TenantCache<SearchIndex>,
     /// The same pool, as the tenant cache reads it.
     database: Database,
@@ -214,9 +219,10 @@ impl PostgresStore {
     /// width this deployment embeds with — before the port is bound.
     pub async fn open(
         url: &str,
-        dimension: usize,
+        model: &Model,
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
+        let dimension = model.dimension;
         let options = PgConnectOptions::from_str(url).map_err(|_| {
             StoreError::unavailable("DATABASE_URL", "it is not a valid PostgreSQL URL")
         })?;
@@ -246,6 +252,8 @@ impl PostgresStore {
             pool,
             location,
             width: dimension,
+            model: model.clone(),
+            recorded: std::sync::atomic::AtomicBool::new(false),
             indexes: TenantCache::new(settings.index_budget),
         };
         if let Err(e) = store.ensure_schema(dimension).await {
@@ -306,6 +314,14 @@ impl PostgresStore {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(failed)?;
+        let recorded = recorded_model(&mut *tx).await.map_err(failed)?;
+        if let Some(stored) = recorded.clone().filter(|m| *m != self.model) {
+            return Err(StoreError::OtherModel {
+                location: format!("the database {}", self.location),
+                stored,
+                configured: self.model.clone(),
+            });
+        }
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
             return Err(StoreError::Dimension {
                 location: format!("the database {}", self.location),
@@ -313,6 +329,7 @@ impl PostgresStore {
                 configured: dimension,
             });
         }
+        (self.recorded).store(recorded.is_some(), std::sync::atomic::Ordering::Relaxed);
         tx.commit().await.map_err(failed)
     }
 
@@ -338,6 +355,49 @@ impl PostgresStore {
             tx,
             from,
         })
+    }
+}
+
+/// The model the database's vectors come from, as its first write recorded it.
+async fn recorded_model(conn: &mut sqlx::PgConnection) -> Result<Option<Model>, sqlx::Error> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT key, value FROM store_meta WHERE key IN ('model', 'dimension')")
+            .fetch_all(&mut *conn)
+            .await?;
+    let value = |key: &str| rows.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    Ok(match (value("model"), value("dimension")) {
+        (Some(name), Some(dimension)) => dimension
+            .parse()
+            .ok()
+            .map(|dimension| Model { name, dimension }),
+        _ => None,
+    })
+}
+
+impl PostgresStore {
+    /// Within a write: records this process's model unless the database has one, and
+    /// refuses the write if it holds another (a replica of another model wrote first).
+    async fn check_model(&self, tx: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+        if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(&self.model.name)
+        .bind(self.model.dimension.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+        match recorded_model(tx).await.map_err(failed)? {
+            Some(stored) if stored != self.model => Err(StoreError::OtherModel {
+                location: format!("the database {}", self.location),
+                stored,
+                configured: self.model.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -402,6 +462,7 @@ impl MemoryStore for PostgresStore {
     ) -> Result<Remembered, StoreError> {
         let mut write = self.begin_write(tenant).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
+        self.check_model(&mut write.tx).await?;
         // The tenant's version row is held: nobody can take the replaced memory meanwhile.
         if let Some(id) = &memory.replaces {
             let visible: Option<i32> = sqlx::query_scalar(&format!(
@@ -477,6 +538,7 @@ impl MemoryStore for PostgresStore {
                 .map_err(failed)?;
         }
         write.tx.commit().await.map_err(failed)?;
+        (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
         let memory = memory.into_memory();
         // The trigger moved the tenant one version on for each row written or deleted.
         let to = from + 1 + i64::from(memory.replaces.is_some());

@@ -40,7 +40,7 @@ async fn fresh_database() -> String {
 }
 
 async fn fresh() -> PostgresStore {
-    PostgresStore::open(&fresh_database().await, 8, &SETTINGS)
+    PostgresStore::open(&fresh_database().await, &suite::model(8), &SETTINGS)
         .await
         .unwrap()
 }
@@ -52,11 +52,29 @@ async fn the_shared_suite() {
 }
 
 #[tokio::test]
+async fn the_database_keeps_to_the_model_it_recorded() {
+    let url = fresh_database().await;
+    suite::run_model_record(|model| {
+        let url = url.clone();
+        async move { PostgresStore::open(&url, &model, &SETTINGS).await }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
     let url = fresh_database().await;
-    let store = Arc::new(PostgresStore::open(&url, 8, &SETTINGS).await.unwrap());
+    let store = Arc::new(
+        PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+            .await
+            .unwrap(),
+    );
     // Separate pools stand for separate replicas.
-    let other = Arc::new(PostgresStore::open(&url, 8, &SETTINGS).await.unwrap());
+    let other = Arc::new(
+        PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+            .await
+            .unwrap(),
+    );
     let mut writers = tokio::task::JoinSet::new();
     for i in 0..8 {
         let store = if i % 2 == 0 {
@@ -94,9 +112,10 @@ async fn concurrent_identical_remembers_store_one_memory() {
 #[tokio::test]
 async fn replicas_booting_together_create_one_schema_and_both_serve() {
     let url = fresh_database().await;
+    let model = suite::model(8);
     let (a, b) = tokio::join!(
-        PostgresStore::open(&url, 8, &SETTINGS),
-        PostgresStore::open(&url, 8, &SETTINGS)
+        PostgresStore::open(&url, &model, &SETTINGS),
+        PostgresStore::open(&url, &model, &SETTINGS)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     store_one(
@@ -121,7 +140,9 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
         2
     );
     // Opening again changes nothing.
-    let c = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let c = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     assert_eq!(
         c.list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
@@ -134,7 +155,9 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
 #[tokio::test]
 async fn stored_vectors_of_another_width_are_refused_untouched() {
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     store_one(
         &store,
         "acme",
@@ -142,11 +165,22 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
         &direction(0, 0.0),
     )
     .await;
-    let err = PostgresStore::open(&url, 16, &SETTINGS)
+    let reopen = || async {
+        PostgresStore::open(&url, &suite::model(16), &SETTINGS)
+            .await
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let err = reopen().await;
+    assert!(err.contains("8d") && err.contains("16d"), "{err}");
+    // A database from before models were recorded is still held to its vectors' width.
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM store_meta")
+        .execute(&mut conn)
         .await
-        .err()
-        .unwrap()
-        .to_string();
+        .unwrap();
+    let err = reopen().await;
     assert!(
         err.contains("8-dimensional") && err.contains("EMBEDDING_DIM is 16"),
         "{err}"
@@ -155,7 +189,9 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
         !err.contains("postgres@"),
         "the URL's user must not leak: {err}"
     );
-    let again = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let again = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     assert_eq!(
         again
             .list(&tenant("acme"), &seen_from(None), None, None, 10)
@@ -181,7 +217,7 @@ async fn a_role_that_cannot_create_the_extension_is_told_what_to_run() {
         sqlx::query(&statement).execute(&mut admin).await.unwrap();
     }
     let limited = url.replacen("postgres@", &format!("{role}@"), 1);
-    let err = PostgresStore::open(&limited, 8, &SETTINGS)
+    let err = PostgresStore::open(&limited, &suite::model(8), &SETTINGS)
         .await
         .err()
         .unwrap()
@@ -199,7 +235,7 @@ async fn an_unreachable_database_is_named_without_credentials() {
         .local_addr()
         .unwrap();
     let url = format!("postgres://someone:hunter2@{closed}/memories");
-    let err = PostgresStore::open(&url, 8, &SETTINGS)
+    let err = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
         .await
         .err()
         .unwrap()
@@ -214,7 +250,9 @@ async fn an_unreachable_database_is_named_without_credentials() {
 #[tokio::test]
 async fn a_dropped_connection_is_an_error_and_the_next_request_works() {
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     let kept = store_one(
         &store,
         "acme",
@@ -286,7 +324,9 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
         sqlx::query(&statement).execute(&mut db).await.unwrap();
     }
 
-    let store = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     let acme = store
         .list(&tenant("acme"), &seen_from(Some("chat:1")), None, None, 10)
         .await
@@ -359,7 +399,9 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
     .unwrap();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     // A second boot finds the native table and migrates nothing.
-    PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     assert_eq!(
         store
             .count_by_type(&tenant("acme"), &seen_from(Some("chat:1")))
@@ -408,8 +450,12 @@ async fn found(store: &PostgresStore, word: &str) -> (Vec<String>, Vec<String>) 
 #[tokio::test]
 async fn searches_see_every_replicas_writes_and_an_operators_sql() {
     let url = fresh_database().await;
-    let a = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
-    let b = PostgresStore::open(&url, 8, &SETTINGS).await.unwrap();
+    let a = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
+    let b = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
     let redis = note("the cache is redis", T0, Scope::Project, None);
     let redis = store_one(&a, "acme", redis, &direction(0, 0.0)).await;
     // Both replicas hold an index of acme now.

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
 use crate::dedup;
 use crate::log;
-use crate::memory::{self, Hit, Memory, MemoryType, NewMemory, Tenant, Visibility};
+use crate::memory::{self, Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 use counters::{Clock, Counters, Tally};
 use index::Entry;
@@ -74,11 +74,24 @@ pub struct S3Store {
     /// The index key the next sweep pass starts after; None: from the first tenant.
     sweep_from: std::sync::Mutex<Option<String>>,
     discarding: Arc<tokio::sync::Semaphore>,
+    /// The model this process embeds with, and whether the state bucket is known to
+    /// record it for the vector index (`model_key`).
+    model: Model,
+    model_checked: std::sync::atomic::AtomicBool,
+    model_key: String,
+}
+
+/// What the state bucket records of an index's vectors.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RecordedModel {
+    model: String,
+    dimension: usize,
 }
 
 impl S3Store {
-    /// Builds the clients (no network call) and starts the counter flush timer.
-    pub async fn open(settings: &S3Settings) -> S3Store {
+    /// Builds the clients (no network call) and starts the counter flush timer; `model` is
+    /// checked against the one recorded for the index at the first search or write.
+    pub async fn open(settings: &S3Settings, model: &Model) -> S3Store {
         let sdk = crate::aws::sdk_config(&settings.region).await;
         let s3 = aws_sdk_s3::Client::from_conf(
             aws_sdk_s3::config::Builder::from(&sdk)
@@ -107,7 +120,64 @@ impl S3Store {
             stats_scan_cap: STATS_SCAN_CAP,
             sweep_from: std::sync::Mutex::new(None),
             discarding: Arc::new(tokio::sync::Semaphore::new(DISCARDS)),
+            model: model.clone(),
+            model_checked: std::sync::atomic::AtomicBool::new(false),
+            model_key: format!(
+                "model/{}/{}.json",
+                settings.vector_bucket, settings.vector_index
+            ),
         }
+    }
+
+    /// Once per process: the model recorded for the index must be this process's. A write
+    /// records it when none is (`record`); a search with none recorded checks again later.
+    async fn check_model(&self, record: bool) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.model_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut found = self
+            .objects
+            .get(&self.model_key)
+            .await
+            .map_err(state_failed)?;
+        if found.is_none() && record {
+            let mine = RecordedModel {
+                model: self.model.name.clone(),
+                dimension: self.model.dimension,
+            };
+            let body = serde_json::to_vec(&mine).unwrap_or_default();
+            match (self.objects)
+                .put(&self.model_key, body, Condition::IfAbsent)
+                .await
+            {
+                Ok(()) | Err(objects::ObjectError::Precondition) => {}
+                Err(e) => return Err(state_failed(e)),
+            }
+            found = self
+                .objects
+                .get(&self.model_key)
+                .await
+                .map_err(state_failed)?;
+        }
+        let Some(found) = found else {
+            return Ok(());
+        };
+        let stored = serde_json::from_slice::<RecordedModel>(&found.body)
+            .map(|r| Model {
+                name: r.model,
+                dimension: r.dimension,
+            })
+            .map_err(|e| StoreError::unavailable("S3: the recorded model is unreadable", e))?;
+        if stored != self.model {
+            return Err(StoreError::OtherModel {
+                location: format!("S3 Vectors {}", self.vectors.describe()),
+                stored,
+                configured: self.model.clone(),
+            });
+        }
+        self.model_checked.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The tenant's nearest memories that `visibility` may see, without usage counts.
@@ -369,6 +439,7 @@ impl MemoryStore for S3Store {
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
+        self.check_model(true).await?;
         let replaced = match &memory.replaces {
             Some(id) => Some(
                 (self.visible_memory(tenant, visibility, id).await?)
@@ -458,6 +529,7 @@ impl MemoryStore for S3Store {
         visibility: &Visibility,
         query: &Query<'_>,
     ) -> Result<Matches, StoreError> {
+        self.check_model(false).await?;
         let hits = self
             .nearest_visible(tenant, visibility, query.vector, query.k)
             .await?;

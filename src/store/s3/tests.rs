@@ -93,12 +93,22 @@ async fn buckets() -> S3Settings {
 }
 
 async fn fresh() -> S3Store {
-    S3Store::open(&buckets().await).await
+    S3Store::open(&buckets().await, &suite::model(WIDTH as usize)).await
 }
 
 #[tokio::test]
 async fn the_shared_suite() {
     suite::run(fresh).await;
+}
+
+#[tokio::test]
+async fn the_index_keeps_to_the_model_it_recorded() {
+    let settings = buckets().await;
+    suite::run_model_record(|model| {
+        let settings = settings.clone();
+        async move { Ok(S3Store::open(&settings, &model).await) }
+    })
+    .await;
 }
 
 async fn index_keys(store: &S3Store, who: &str) -> Vec<String> {
@@ -299,15 +309,18 @@ async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn missing_buckets_are_tool_errors_not_crashes() {
     require_emulator();
-    let store = S3Store::open(&S3Settings {
-        vector_bucket: unique("absent"),
-        vector_index: "memories".into(),
-        state_bucket: unique("absent"),
-        region: region(),
-        force_path_style: true,
-        flush_every: Duration::from_secs(3600),
-        compact_threshold: 20,
-    })
+    let store = S3Store::open(
+        &S3Settings {
+            vector_bucket: unique("absent"),
+            vector_index: "memories".into(),
+            state_bucket: unique("absent"),
+            region: region(),
+            force_path_style: true,
+            flush_every: Duration::from_secs(3600),
+            compact_threshold: 20,
+        },
+        &suite::model(WIDTH as usize),
+    )
     .await;
     let err = suite::nearest(
         &store,
@@ -337,8 +350,8 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
 #[tokio::test]
 async fn recall_counts_reach_other_pods_through_the_state_bucket() {
     let settings = buckets().await;
-    let one = S3Store::open(&settings).await;
-    let two = S3Store::open(&settings).await;
+    let one = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
+    let two = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
     let acme = tenant("acme");
     let m = store_one(
         &one,
@@ -603,7 +616,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
 async fn the_final_flush_stops_the_timer_and_writes_every_tenant() {
     let mut settings = buckets().await;
     settings.flush_every = Duration::from_millis(50);
-    let store = S3Store::open(&settings).await;
+    let store = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
     let everyone = seen_from(None);
     let mut stored = Vec::new();
     for (i, who) in ["acme", "globex", "initech"].into_iter().enumerate() {

@@ -20,7 +20,9 @@ use index::{TenantIndex, Versions};
 
 use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
 use crate::dedup;
-use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility};
+use crate::memory::{
+    Conversation, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
+};
 use crate::search::cache::{Interrupted, TenantCache};
 use crate::search::{self, Query};
 
@@ -74,6 +76,11 @@ CREATE TABLE IF NOT EXISTS memory_versions (
   tenant_id TEXT PRIMARY KEY,
   memories  INTEGER NOT NULL DEFAULT 0,
   uses      INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+-- What the vectors are: `model` and `dimension`, recorded by the first write.
+CREATE TABLE IF NOT EXISTS store_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
 ) WITHOUT ROWID;
 ";
 
@@ -134,13 +141,66 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     indexes: Arc<Indexes>,
     width: usize,
+    /// The model this process embeds with, and whether the file is known to record it.
+    model: Arc<Recorded>,
+}
+
+/// This process's model, recorded in the file by its first write (`store_meta`).
+struct Recorded {
+    model: Model,
+    location: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Recorded {
+    /// Within a write transaction: records the model unless the file has one, and refuses
+    /// the write if the file holds another (a process of another model wrote first).
+    fn check(&self, tx: &Connection) -> rusqlite::Result<Result<(), StoreError>> {
+        if self.done.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(Ok(()));
+        }
+        tx.execute(
+            "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
+            params![self.model.name, self.model.dimension.to_string()],
+        )?;
+        Ok(match recorded_model(tx)? {
+            Some(stored) if stored != self.model => Err(StoreError::OtherModel {
+                location: self.location.clone(),
+                stored,
+                configured: self.model.clone(),
+            }),
+            _ => Ok(()),
+        })
+    }
+
+    /// After the write committed.
+    fn committed(&self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The model the file's vectors come from, as its first write recorded it.
+fn recorded_model(conn: &Connection) -> rusqlite::Result<Option<Model>> {
+    let read = |key: &str| {
+        conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
+            .query_row([key], |r| r.get::<_, String>(0))
+            .optional()
+    };
+    Ok(match (read("model")?, read("dimension")?) {
+        (Some(name), Some(dimension)) => dimension
+            .parse()
+            .ok()
+            .map(|dimension| Model { name, dimension }),
+        _ => None,
+    })
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the file and its schema, and checks that stored vectors
-    /// have the width this deployment embeds with; the tenants' indexes hold at most
-    /// `index_budget` bytes together.
-    pub fn open(path: &Path, dimension: usize, index_budget: usize) -> Result<Self, StoreError> {
+    /// come from `model` (or, in a file from before models were recorded, have its width);
+    /// the tenants' indexes hold at most `index_budget` bytes together.
+    pub fn open(path: &Path, model: &Model, index_budget: usize) -> Result<Self, StoreError> {
+        let dimension = model.dimension;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::unavailable(format!("cannot create {}", dir.display()), e)
@@ -167,9 +227,18 @@ impl SqliteStore {
             )
             .optional()
             .map_err(failed)?;
+        let location = path.display().to_string();
+        let recorded = recorded_model(&conn).map_err(failed)?;
+        if let Some(stored) = recorded.clone().filter(|m| m != model) {
+            return Err(StoreError::OtherModel {
+                location,
+                stored,
+                configured: model.clone(),
+            });
+        }
         if let Some(width) = stored_width.filter(|w| *w != dimension) {
             return Err(StoreError::Dimension {
-                location: path.display().to_string(),
+                location,
                 stored: width,
                 configured: dimension,
             });
@@ -179,6 +248,11 @@ impl SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             indexes: Arc::new(TenantCache::new(index_budget)),
             width: dimension,
+            model: Arc::new(Recorded {
+                model: model.clone(),
+                location,
+                done: std::sync::atomic::AtomicBool::new(recorded.is_some()),
+            }),
         })
     }
 
@@ -322,10 +396,14 @@ impl MemoryStore for SqliteStore {
             visibility.for_dedup(memory.scope),
         );
         let embedding = embedding.to_vec();
+        let recorded = Arc::clone(&self.model);
         self.with_conn(move |conn, indexes, width| {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
             // same fact in between our check and our insert, or take the replaced memory.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Err(refused) = recorded.check(&tx)? {
+                return Ok(Err(refused));
+            }
             if let Some(id) = &memory.replaces {
                 let visible = tx
                     .prepare_cached(&format!(
@@ -379,6 +457,7 @@ impl MemoryStore for SqliteStore {
             // the delete of what it replaces.
             let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
+            recorded.committed();
             let memory = memory.into_memory();
             indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
                 if let Some(id) = &memory.replaces {
@@ -642,8 +721,12 @@ mod tests {
 
     fn fresh() -> super::SqliteStore {
         let dir = tempfile::tempdir().unwrap();
-        let store = super::SqliteStore::open(&dir.path().join("nested/memory.db"), 8, BUDGET_BYTES)
-            .unwrap();
+        let store = super::SqliteStore::open(
+            &dir.path().join("nested/memory.db"),
+            &suite::model(8),
+            BUDGET_BYTES,
+        )
+        .unwrap();
         // The file stays open; the directory may go once the store is built.
         std::mem::forget(dir);
         store
@@ -655,6 +738,17 @@ mod tests {
         suite::run_keywords(|| async { fresh() }).await;
     }
 
+    #[tokio::test]
+    async fn the_file_keeps_to_the_model_it_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        suite::run_model_record(|model| {
+            let path = path.clone();
+            async move { super::SqliteStore::open(&path, &model, BUDGET_BYTES) }
+        })
+        .await;
+    }
+
     #[test]
     fn reopening_keeps_memories_and_refuses_another_width() {
         let dir = tempfile::tempdir().unwrap();
@@ -664,19 +758,27 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+            let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
             let m = note("kept", T0, Scope::Project, None);
             store_one(&store, "acme", m, &direction(0, 0.0)).await;
         });
-        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
         let listed = rt
             .block_on(store.list(&tenant("acme"), &seen_from(None), None, None, 5))
             .unwrap();
         assert_eq!(listed[0].content, "kept");
-        let err = super::SqliteStore::open(&path, 16, BUDGET_BYTES)
-            .err()
-            .unwrap()
-            .to_string();
+        let reopen = || {
+            super::SqliteStore::open(&path, &suite::model(16), BUDGET_BYTES)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let err = reopen();
+        assert!(err.contains("8d") && err.contains("16d"), "{err}");
+        // A file from before models were recorded is still held to its vectors' width.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("DELETE FROM store_meta", []).unwrap();
+        let err = reopen();
         assert!(
             err.contains("8-dimensional") && err.contains("EMBEDDING_DIM is 16"),
             "{err}"
@@ -719,8 +821,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
         let (a, b) = (
-            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
-            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
         );
         store_one(
             &a,
@@ -763,8 +865,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
         let (a, b) = (
-            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
-            super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
         );
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let used = store_one(
@@ -834,7 +936,7 @@ mod tests {
                 .map(|_| {
                     let path = path.clone();
                     std::thread::spawn(move || {
-                        super::SqliteStore::open(&path, 8, BUDGET_BYTES).map(|_| ())
+                        super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).map(|_| ())
                     })
                 })
                 .collect();
@@ -851,7 +953,7 @@ mod tests {
     async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memory.db");
-        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let m = store_one(
             &store,
@@ -881,7 +983,7 @@ mod tests {
             (listed[0].access_count, listed[0].last_accessed_at),
             (4, Some(T0 + 50))
         );
-        let reopened = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+        let reopened = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
         let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
             .await
             .unwrap();
@@ -929,7 +1031,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         old_file(&path);
-        let store = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
         let found = suite::keyword_hits(
             &store,
             &tenant("acme"),
@@ -947,7 +1049,7 @@ mod tests {
         );
         // Indexed once: opening again adds nothing twice.
         drop(store);
-        let again = super::SqliteStore::open(&path, 8, BUDGET_BYTES).unwrap();
+        let again = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
         let stored = store_one(
             &again,
             "acme",
