@@ -314,7 +314,7 @@ impl PostgresStore {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(failed)?;
-        let recorded = recorded_model(&mut *tx).await.map_err(failed)?;
+        let recorded = recorded_model(&mut tx).await.map_err(failed)?;
         if let Some(stored) = recorded.clone().filter(|m| *m != self.model) {
             return Err(StoreError::OtherModel {
                 location: format!("the database {}", self.location),
