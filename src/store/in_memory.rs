@@ -5,7 +5,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{
+    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
+};
 use crate::dedup;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::search::bm25::{Corpus, Scorer};
@@ -188,6 +190,50 @@ impl MemoryStore for InMemoryStore {
         Ok(())
     }
 
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        let mut all: Vec<Portable> = (rows.iter())
+            .filter(|(t, m, _)| {
+                (only.is_empty() || only.contains(t)) && !crate::memory::expired(m.expires_at, at)
+            })
+            .map(|(t, m, e)| Portable {
+                tenant: t.clone(),
+                memory: m.clone(),
+                embedding: e.clone(),
+            })
+            .collect();
+        let key = |p: &Portable| format!("{}\n{}", p.tenant.as_str(), p.memory.id);
+        all.sort_by_key(key);
+        all.retain(|p| from.is_none_or(|f| key(p).as_str() > f));
+        all.truncate(limit);
+        let next = (all.len() == limit).then(|| all.last().map(key)).flatten();
+        Ok(Exported {
+            memories: all,
+            next,
+        })
+    }
+
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
+        let mut rows = self.rows.lock().expect("lock");
+        let mut written = 0;
+        for p in memories {
+            if !rows
+                .iter()
+                .any(|(t, m, _)| *t == p.tenant && m.id == p.memory.id)
+            {
+                rows.push((p.tenant.clone(), p.memory.clone(), p.embedding.clone()));
+                written += 1;
+            }
+        }
+        Ok(written)
+    }
+
     async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
         let mut rows = self.rows.lock().expect("lock");
         let mut expired = 0;
@@ -264,6 +310,11 @@ mod tests {
     use super::InMemoryStore;
     use crate::metrics::Metrics;
     use crate::store::{TimedStore, suite};
+
+    #[tokio::test]
+    async fn memories_move_out_and_in_whole() {
+        suite::run_portable(|| async { InMemoryStore::default() }).await;
+    }
 
     #[tokio::test]
     async fn the_shared_suite() {

@@ -74,6 +74,22 @@ impl After {
     }
 }
 
+/// A memory whole, as it moves between stores (`mcp-memory export` and `import`): its
+/// tenant, everything stored of it, its uses as counted, and its vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Portable {
+    pub tenant: Tenant,
+    pub memory: Memory,
+    pub embedding: Vec<f32>,
+}
+
+/// A page of an export, and where the next one starts (None after the last).
+#[derive(Debug, Default)]
+pub struct Exported {
+    pub memories: Vec<Portable>,
+    pub next: Option<String>,
+}
+
 /// Every operation takes the tenant, then what the caller may see, then its own arguments.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
@@ -141,6 +157,23 @@ pub trait MemoryStore: Send + Sync {
     /// Deletes up to `limit` memories of any tenant that expired by `at` (ms), and says
     /// how many: the sweep (`sweep.rs`). They were invisible from that instant already.
     async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError>;
+
+    /// Up to `limit` memories whole, of the tenants `only` (every tenant when empty), none
+    /// expired at `at`, in an order of the store's own; from `from`, a page's `next`, the ones
+    /// after that page.
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError>;
+
+    /// Writes `memories` as they are (no duplicate check; their times, uses and links kept),
+    /// except any whose tenant and id the store already holds, and says how many it wrote:
+    /// importing the same memories twice stores each once. Their vectors must be of the
+    /// store's model (the caller's to check); the first import records it as a write does.
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError>;
 
     /// Makes everything durable (counters buffered in this process, a WAL): at shutdown,
     /// and whenever an operator asks. The store stays usable.

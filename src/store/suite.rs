@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use super::{MemoryStore, Remembered, StoreError};
+use super::{MemoryStore, Portable, Remembered, StoreError};
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
@@ -1372,4 +1372,148 @@ pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, Store
     .await
     .unwrap();
     assert_eq!(found.len(), 1, "nothing was altered");
+}
+
+/// Every page of an export, `page` at a time.
+async fn export_all(
+    store: &dyn MemoryStore,
+    only: &[Tenant],
+    at: i64,
+    page: usize,
+) -> Vec<Portable> {
+    let mut all = Vec::new();
+    let mut from: Option<String> = None;
+    loop {
+        let exported = store.export(only, at, from.as_deref(), page).await.unwrap();
+        assert!(exported.memories.len() <= page);
+        all.extend(exported.memories);
+        match exported.next {
+            Some(next) => from = Some(next),
+            None => return all,
+        }
+    }
+}
+
+fn by_tenant_and_id(mut all: Vec<Portable>) -> Vec<Portable> {
+    all.sort_by(|a, b| (a.tenant.as_str(), &a.memory.id).cmp(&(b.tenant.as_str(), &b.memory.id)));
+    all
+}
+
+/// Export from one store and import into another (`make` twice): what the first holds,
+/// whole, comes out once; imported twice it is stored once; and the second answers alike.
+pub async fn run_portable<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
+    let (source, target) = (make().await, make().await);
+    let now = crate::memory::now_ms();
+    let mut written = Vec::new();
+    for (i, who) in ["acme", "acme", "globex", "acme", "acme"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut m = note(
+            &format!("{who}'s fact {i}"),
+            T0 + i as i64,
+            Scope::Project,
+            None,
+        );
+        match i {
+            1 => {
+                m.scope = Scope::Conversation;
+                m.conversation = Some(Conversation::new_unchecked("c1".into()));
+                m.memory_type = MemoryType::Pattern;
+                m.category = Some("convention".into());
+                m.tags = vec!["build".into(), "배포".into()];
+            }
+            3 => m.expires_at = Some(now + 86_400_000),
+            4 => m.expires_at = Some(now - 1),
+            _ => {}
+        }
+        let at = if i == 4 { now - 10 } else { now };
+        written.push((
+            who,
+            store_at(&source, who, m, at, &direction(i, 0.1 * i as f32)).await,
+        ));
+    }
+    // A correction, and a use of it.
+    let fixed = NewMemory {
+        replaces: Some(written[0].1.id.clone()),
+        ..note("acme's fact 0, corrected", T0 + 9, Scope::Project, None)
+    };
+    let Remembered::Stored(fixed) = source
+        .remember(&tenant("acme"), &seen_from(None), fixed, &direction(7, 0.0))
+        .await
+        .unwrap()
+    else {
+        panic!("the correction was not stored");
+    };
+    source
+        .record_access(&tenant("acme"), &seen_from(None), &[&fixed], T0 + 50)
+        .await
+        .unwrap();
+    source.flush().await.unwrap();
+
+    let all = by_tenant_and_id(export_all(&source, &[], now, 2).await);
+    // Everything held, once each, but what replaced and what expired.
+    let mut expected: Vec<&str> = vec![
+        written[1].1.id.as_str(),
+        written[2].1.id.as_str(),
+        written[3].1.id.as_str(),
+        fixed.id.as_str(),
+    ];
+    expected.sort_unstable();
+    let mut got: Vec<&str> = all.iter().map(|p| p.memory.id.as_str()).collect();
+    got.sort_unstable();
+    assert_eq!(got, expected);
+    let whole = |id: &str| all.iter().find(|p| p.memory.id == id).unwrap();
+    assert_eq!(whole(&written[1].1.id).memory, written[1].1, "a note whole");
+    assert_eq!(whole(&written[1].1.id).embedding, direction(1, 0.1));
+    assert_eq!(whole(&written[2].1.id).tenant.as_str(), "globex");
+    assert_eq!(
+        whole(&written[3].1.id).memory.expires_at,
+        written[3].1.expires_at
+    );
+    let corrected = &whole(&fixed.id).memory;
+    assert_eq!(
+        corrected.replaces.as_deref(),
+        Some(written[0].1.id.as_str())
+    );
+    assert_eq!(
+        (corrected.access_count, corrected.last_accessed_at),
+        (1, Some(T0 + 50))
+    );
+    // One tenant only.
+    let globex = export_all(&source, &[tenant("globex")], now, 10).await;
+    assert_eq!(globex.len(), 1);
+    assert_eq!(globex[0].memory.id, written[2].1.id);
+
+    // Imported twice, stored once, and answered alike.
+    assert_eq!(target.import(&all).await.unwrap(), 4);
+    assert_eq!(target.import(&all).await.unwrap(), 0);
+    target.flush().await.unwrap();
+    let again = by_tenant_and_id(export_all(&target, &[], now, 10).await);
+    assert_eq!(again, all);
+    for (who, conversation) in [("acme", None), ("acme", Some("c1")), ("globex", None)] {
+        let seen = seen_from(conversation);
+        let who = tenant(who);
+        assert_eq!(
+            target.list(&who, &seen, None, None, 10).await.unwrap(),
+            source.list(&who, &seen, None, None, 10).await.unwrap()
+        );
+        assert_eq!(
+            target.count_by_type(&who, &seen).await.unwrap(),
+            source.count_by_type(&who, &seen).await.unwrap()
+        );
+        let near = |hits: Vec<Hit>| {
+            (by_id(hits).into_iter())
+                .map(|h| (h.memory.id.clone(), h.similarity))
+                .collect::<Vec<_>>()
+        };
+        let query = direction(1, 0.1);
+        let a = near(nearest(&target, &who, &seen, &query, 3).await.unwrap());
+        let b = near(nearest(&source, &who, &seen, &query, 3).await.unwrap());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.0, y.0);
+            assert!((x.1 - y.1).abs() < 1e-6);
+        }
+    }
 }

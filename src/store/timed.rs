@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
 use crate::search::Query;
@@ -92,6 +92,20 @@ impl MemoryStore for TimedStore {
     ) -> Result<(), StoreError> {
         let call = self.inner.record_access(tenant, visibility, used, at);
         self.time("record_access", call).await
+    }
+
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError> {
+        self.inner.export(only, at, from, limit).await
+    }
+
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
+        self.inner.import(memories).await
     }
 
     async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {

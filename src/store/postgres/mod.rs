@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
@@ -693,6 +693,102 @@ impl MemoryStore for PostgresStore {
         .await
         .map_err(failed)?;
         Ok(())
+    }
+
+    /// In (tenant, id) order; the cursor is the last tenant and id, a newline apart.
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError> {
+        let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
+        let from = from.and_then(|f| f.split_once('\n'));
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS}, embedding, tenant_id FROM memories \
+             WHERE (cardinality($1::text[]) = 0 OR tenant_id = ANY($1)) \
+             AND (expires_at IS NULL OR expires_at > to_timestamp($2::double precision / 1000)) \
+             AND ($3::text IS NULL OR (tenant_id, id) > ($3, $4)) \
+             ORDER BY tenant_id, id LIMIT $5"
+        ))
+        .bind(&only)
+        .bind(at as f64)
+        .bind(from.map(|f| f.0))
+        .bind(from.map(|f| f.1))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        let memories = (rows.iter())
+            .map(|row| {
+                Ok(Portable {
+                    memory: memory_from_row(row)?,
+                    embedding: row.try_get::<pgvector::Vector, _>("embedding")?.to_vec(),
+                    tenant: Tenant::new_unchecked(row.try_get("tenant_id")?),
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(failed)?;
+        let next = (memories.len() == limit)
+            .then(|| memories.last())
+            .flatten()
+            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
+        Ok(Exported { memories, next })
+    }
+
+    /// One transaction for the batch; the trigger moves each tenant written, so every
+    /// replica's index of it is rebuilt at its next search.
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
+        if let Some(wrong) = memories.iter().find(|p| p.embedding.len() != self.width) {
+            return Err(StoreError::Dimension {
+                location: format!("the memory {}", wrong.memory.id),
+                stored: wrong.embedding.len(),
+                configured: self.width,
+            });
+        }
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        self.check_model(&mut tx).await?;
+        let mut written = 0;
+        for Portable {
+            tenant,
+            memory: m,
+            embedding,
+        } in memories
+        {
+            written += sqlx::query(
+                "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
+                 created_at, scope, conversation, trust_base, embedding, access_count, \
+                 last_accessed_at, terms, replaces, expires_at) VALUES ($1, $2, $3, $4, $5, $6, \
+                 to_timestamp($7::double precision / 1000), $8, $9, $10, $11, $12, \
+                 to_timestamp($13::double precision / 1000), $14, $15, \
+                 to_timestamp($16::double precision / 1000)) \
+                 ON CONFLICT (tenant_id, id) DO NOTHING",
+            )
+            .bind(tenant.as_str())
+            .bind(&m.id)
+            .bind(&m.content)
+            .bind(m.memory_type.as_str())
+            .bind(m.category.as_deref())
+            .bind(&m.tags)
+            .bind(m.created_at as f64)
+            .bind(m.scope.as_str())
+            .bind(m.conversation.as_ref().map(Conversation::as_str))
+            .bind(m.trust_base)
+            .bind(pgvector::Vector::from(embedding.clone()))
+            .bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
+            .bind(m.last_accessed_at.map(|at| at as f64))
+            .bind(search::terms(&m.content))
+            .bind(m.replaces.as_deref())
+            .bind(m.expires_at.map(|at| at as f64))
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?
+            .rows_affected() as usize;
+        }
+        tx.commit().await.map_err(failed)?;
+        (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(written)
     }
 
     /// Tenant by tenant, each as one of this process's writes, so its index follows.

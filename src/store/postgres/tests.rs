@@ -52,6 +52,11 @@ async fn the_shared_suite() {
 }
 
 #[tokio::test]
+async fn memories_move_out_and_in_whole() {
+    suite::run_portable(fresh).await;
+}
+
+#[tokio::test]
 async fn the_database_keeps_to_the_model_it_recorded() {
     let url = fresh_database().await;
     suite::run_model_record(|model| {

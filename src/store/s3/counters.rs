@@ -219,8 +219,13 @@ impl Counters {
 
     /// Counts one use in this pod's memory; no I/O.
     pub fn record(&self, tenant: &Tenant, id: &str, at_ms: i64) {
+        self.record_uses(tenant, id, 1, at_ms);
+    }
+
+    /// `uses` uses at once, the last at `at_ms`: an imported memory's count.
+    pub fn record_uses(&self, tenant: &Tenant, id: &str, uses: u64, at_ms: i64) {
         let usage = Usage {
-            access: 1,
+            access: uses,
             last_at: iso(at_ms),
         };
         let mut pending = lock(&self.pending);

@@ -13,12 +13,15 @@ mod index;
 mod objects;
 mod vectors;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError, keep_nearest};
+use super::{
+    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
+};
 use crate::dedup;
 use crate::log;
 use crate::memory::{self, Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
@@ -454,9 +457,9 @@ impl MemoryStore for S3Store {
         if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
+        let memory = memory.into_memory();
         let metadata = vectors::metadata(tenant, &memory);
         vectors::check_budget(&metadata)?;
-        let memory = memory.into_memory();
         let index_key = index::key(tenant, &memory)
             .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
         let vector_key = vectors::key(tenant, &memory.id);
@@ -638,6 +641,101 @@ impl MemoryStore for S3Store {
             self.counters.record(tenant, &memory.id, at);
         }
         Ok(())
+    }
+
+    /// In index-key order (tenant, then newest first); the cursor is the last key listed.
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError> {
+        let mut prefixes: Vec<String> = if only.is_empty() {
+            vec![index::ALL.to_owned()]
+        } else {
+            only.iter().map(index::prefix).collect()
+        };
+        prefixes.sort();
+        let mut keys = Vec::new();
+        for prefix in prefixes {
+            let after = match from {
+                Some(last) if last.starts_with(&prefix) => Some(last),
+                // The last page ended in a later tenant.
+                Some(last) if last > prefix.as_str() => continue,
+                _ => None,
+            };
+            let listed = (self.objects)
+                .list(&prefix, after, limit - keys.len())
+                .await
+                .map_err(state_failed)?;
+            keys.extend(listed);
+            if keys.len() >= limit {
+                break;
+            }
+        }
+        let next = (keys.len() >= limit)
+            .then(|| keys.last().cloned())
+            .flatten();
+        let entries: Vec<Entry> = (keys.iter().filter_map(|k| Entry::parse(k)))
+            .filter(|e| !memory::expired(e.expires_at, at))
+            .collect();
+        let vector_keys: Vec<String> = entries.iter().map(vector_key_of).collect();
+        let mut bodies = self.vectors.get_whole(&vector_keys).await?;
+        let mut tallies: HashMap<String, Tally> = HashMap::new();
+        let mut memories = Vec::with_capacity(entries.len());
+        for (entry, key) in entries.iter().zip(&vector_keys) {
+            let tenant = Tenant::new_unchecked(entry.tenant.clone());
+            let Some((metadata, embedding)) = bodies.remove(key) else {
+                continue;
+            };
+            let Some(memory) = vectors::read(&tenant, key, &metadata) else {
+                continue;
+            };
+            if !tallies.contains_key(&entry.tenant) {
+                tallies.insert(entry.tenant.clone(), self.usage(&tenant).await?);
+            }
+            let memory = with_usage(memory, &tallies[&entry.tenant]);
+            memories.push(Portable {
+                tenant,
+                memory,
+                embedding,
+            });
+        }
+        Ok(Exported { memories, next })
+    }
+
+    /// Each memory not already in the index: its vector, its index key, and its uses as
+    /// this pod's counts (written by the flush that ends the import). A run cut short
+    /// between a memory's write and that flush loses its uses, never doubles them.
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
+        self.check_model(true).await?;
+        let keys: Vec<String> = (memories.iter())
+            .map(|p| vectors::key(&p.tenant, &p.memory.id))
+            .collect();
+        let present = self.vectors.get(&keys).await?;
+        let mut written = 0;
+        for (p, key) in memories.iter().zip(&keys) {
+            if present.contains_key(key) {
+                continue;
+            }
+            let metadata = vectors::metadata(&p.tenant, &p.memory);
+            vectors::check_budget(&metadata)?;
+            let index_key = index::key(&p.tenant, &p.memory).ok_or_else(|| {
+                StoreError::unavailable("S3", format!("{} is not a ULID", p.memory.id))
+            })?;
+            self.vectors.put(key, &p.embedding, &metadata).await?;
+            (self.objects)
+                .put(&index_key, Vec::new(), Condition::Always)
+                .await
+                .map_err(state_failed)?;
+            if p.memory.access_count > 0 {
+                let last = p.memory.last_accessed_at.unwrap_or(p.memory.created_at);
+                (self.counters).record_uses(&p.tenant, &p.memory.id, p.memory.access_count, last);
+            }
+            written += 1;
+        }
+        Ok(written)
     }
 
     /// One stretch of `SWEEP_SCAN` index keys, across tenants, from where the last pass

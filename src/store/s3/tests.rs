@@ -102,6 +102,11 @@ async fn the_shared_suite() {
 }
 
 #[tokio::test]
+async fn memories_move_out_and_in_whole() {
+    suite::run_portable(fresh).await;
+}
+
+#[tokio::test]
 async fn the_index_keeps_to_the_model_it_recorded() {
     let settings = buckets().await;
     suite::run_model_record(|model| {

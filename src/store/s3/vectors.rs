@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::StoreError;
 use crate::aws;
-use crate::memory::{Conversation, Memory, MemoryType, NewMemory, Scope, Tenant, iso};
+use crate::memory::{Conversation, Memory, MemoryType, Scope, Tenant, iso};
 
 /// QueryVectors answers at most this many per call.
 const TOP_K_MAX: usize = 100;
@@ -110,6 +110,27 @@ impl Vectors {
 
     /// The records under `keys` that exist, as `key → metadata`.
     pub async fn get(&self, keys: &[String]) -> Result<HashMap<String, Value>, StoreError> {
+        let found = self.get_records(keys, false).await?;
+        Ok(found.into_iter().map(|(k, (m, _))| (k, m)).collect())
+    }
+
+    /// The records under `keys` that exist with their vectors, as `key → (metadata, vector)`.
+    pub async fn get_whole(
+        &self,
+        keys: &[String],
+    ) -> Result<HashMap<String, (Value, Vec<f32>)>, StoreError> {
+        let found = self.get_records(keys, true).await?;
+        Ok(found
+            .into_iter()
+            .map(|(k, (m, v))| (k, (m, v.unwrap_or_default())))
+            .collect())
+    }
+
+    async fn get_records(
+        &self,
+        keys: &[String],
+        with_data: bool,
+    ) -> Result<HashMap<String, (Value, Option<Vec<f32>>)>, StoreError> {
         let mut found = HashMap::new();
         for batch in keys.chunks(GET_BATCH) {
             let out = self
@@ -119,13 +140,17 @@ impl Vectors {
                 .index_name(&self.index)
                 .set_keys(Some(batch.to_vec()))
                 .return_metadata(true)
-                .return_data(false)
+                .return_data(with_data)
                 .send()
                 .await
                 .map_err(|e| failed("GetVectors", &aws::describe(&e)))?;
             for v in out.vectors() {
                 let metadata = v.metadata().map(from_document).unwrap_or(Value::Null);
-                found.insert(v.key().to_owned(), metadata);
+                let data = match v.data() {
+                    Some(VectorData::Float32(values)) => Some(values.clone()),
+                    _ => None,
+                };
+                found.insert(v.key().to_owned(), (metadata, data));
             }
         }
         Ok(found)
@@ -162,7 +187,7 @@ pub fn key(tenant: &Tenant, id: &str) -> String {
 
 /// The record's metadata. Keys with nothing to say are left out rather than empty: S3
 /// Vectors refuses a whole write over an empty array.
-pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
+pub fn metadata(tenant: &Tenant, memory: &Memory) -> Value {
     let mut m = Map::new();
     m.insert("tenantId".into(), json!(tenant.as_str()));
     m.insert("memoryType".into(), json!(memory.memory_type.as_str()));
@@ -181,7 +206,11 @@ pub fn metadata(tenant: &Tenant, memory: &NewMemory) -> Value {
         m.insert("tags".into(), json!(memory.tags));
     }
     // An integer, as the original wrote it: `1`, not `1.0`.
-    m.insert("trustBase".into(), json!(1));
+    if memory.trust_base == 1.0 {
+        m.insert("trustBase".into(), json!(1));
+    } else {
+        m.insert("trustBase".into(), json!(memory.trust_base));
+    }
     if let Some(replaced) = &memory.replaces {
         m.insert("replaces".into(), json!(replaced));
     }
@@ -338,6 +367,7 @@ fn from_document(document: &Document) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::NewMemory;
 
     fn tenant() -> Tenant {
         Tenant::new_unchecked("acme".into())
@@ -361,7 +391,7 @@ mod tests {
     #[test]
     fn metadata_leaves_out_what_is_empty_and_round_trips() {
         let m = new_memory();
-        let meta = metadata(&tenant(), &m);
+        let meta = metadata(&tenant(), &m.clone().into_memory());
         assert_eq!(
             meta,
             json!({"tenantId": "acme", "memoryType": "pattern", "conversation": "chat:1",
@@ -375,7 +405,7 @@ mod tests {
         note.scope = Scope::Conversation;
         note.tags = vec!["a".into()];
         note.category = Some("decision".into());
-        let meta = metadata(&tenant(), &note);
+        let meta = metadata(&tenant(), &note.clone().into_memory());
         assert_eq!(
             (meta["scope"].clone(), meta["tags"].clone()),
             (json!("conversation"), json!(["a"]))
@@ -387,7 +417,7 @@ mod tests {
 
         let mut expiring = m.clone();
         expiring.expires_at = Some(1_790_000_000_123);
-        let meta = metadata(&tenant(), &expiring);
+        let meta = metadata(&tenant(), &expiring.clone().into_memory());
         assert_eq!(meta["expiresAt"], json!(1_790_000_000_123_i64));
         // However the service sends the number back, it is the same millisecond.
         let as_float = json!(1_790_000_000_123.0);
@@ -453,7 +483,7 @@ mod tests {
     fn budgets_are_checked_on_the_escaped_json() {
         let mut m = new_memory();
         m.content = "\"".repeat(25_000); // 25,000 bytes, 50,000 once escaped
-        let err = check_budget(&metadata(&tenant(), &m))
+        let err = check_budget(&metadata(&tenant(), &m.clone().into_memory()))
             .unwrap_err()
             .to_string();
         assert!(
@@ -462,18 +492,18 @@ mod tests {
         );
         let mut m = new_memory();
         m.category = Some("\\".repeat(1_000)); // 2,000 bytes once escaped
-        let err = check_budget(&metadata(&tenant(), &m))
+        let err = check_budget(&metadata(&tenant(), &m.clone().into_memory()))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("against a 2000 byte limit") && err.contains("category"),
             "{err}"
         );
-        assert!(check_budget(&metadata(&tenant(), &new_memory())).is_ok());
+        assert!(check_budget(&metadata(&tenant(), &new_memory().into_memory())).is_ok());
         let mut m = new_memory();
         m.content = "x".repeat(32_001);
         assert!(
-            check_budget(&metadata(&tenant(), &m))
+            check_budget(&metadata(&tenant(), &m.clone().into_memory()))
                 .unwrap_err()
                 .to_string()
                 .contains("essential fact")

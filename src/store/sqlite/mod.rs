@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use index::{TenantIndex, Versions};
 
-use super::{After, Counts, Matches, MemoryStore, Remembered, StoreError};
+use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{
     Conversation, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
@@ -652,6 +652,104 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
+    /// In (tenant, id) order; the cursor is the last tenant and id, a newline apart.
+    async fn export(
+        &self,
+        only: &[Tenant],
+        at: i64,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Exported, StoreError> {
+        let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
+        let only = serde_json::to_string(&only).unwrap_or_else(|_| "[]".into());
+        let from = from.and_then(|f| f.split_once('\n'));
+        let (after_tenant, after_id) = (from.map(|f| f.0.to_owned()), from.map(|f| f.1.to_owned()));
+        let memories = self
+            .with_conn(move |conn, _, _| {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {COLUMNS}, m.embedding, m.tenant_id FROM {MEMORIES} \
+                     WHERE (json_array_length(?1) = 0 \
+                       OR m.tenant_id IN (SELECT value FROM json_each(?1))) \
+                     AND (m.expires_at IS NULL OR m.expires_at > ?2) \
+                     AND (?3 IS NULL OR (m.tenant_id, m.id) > (?3, ?4)) \
+                     ORDER BY m.tenant_id, m.id LIMIT ?5"
+                ))?;
+                let rows = stmt.query_map(
+                    params![only, at, after_tenant, after_id, limit as i64],
+                    |row| {
+                        Ok(Portable {
+                            memory: memory_from_row(row)?,
+                            embedding: from_blob(row.get_ref(13)?.as_blob()?),
+                            tenant: Tenant::new_unchecked(row.get(14)?),
+                        })
+                    },
+                )?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        let next = (memories.len() == limit)
+            .then(|| memories.last())
+            .flatten()
+            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
+        Ok(Exported { memories, next })
+    }
+
+    async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
+        if let Some(wrong) = memories.iter().find(|p| p.embedding.len() != self.width) {
+            return Err(StoreError::Dimension {
+                location: format!("the memory {}", wrong.memory.id),
+                stored: wrong.embedding.len(),
+                configured: self.width,
+            });
+        }
+        let memories = memories.to_vec();
+        let recorded = Arc::clone(&self.model);
+        self.with_conn(move |conn, _, _| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Err(refused) = recorded.check(&tx)? {
+                return Ok(Err(refused));
+            }
+            let mut written = 0;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO memories (tenant_id, id, content, memory_type, \
+                     category, tags, created_at, scope, conversation, trust_base, embedding, \
+                     access_count, last_accessed_at, terms, replaces, expires_at) VALUES (?1, \
+                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                )?;
+                for Portable {
+                    tenant,
+                    memory: m,
+                    embedding,
+                } in &memories
+                {
+                    written += insert.execute(params![
+                        tenant.as_str(),
+                        m.id,
+                        m.content,
+                        m.memory_type.as_str(),
+                        m.category,
+                        serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
+                        m.created_at,
+                        m.scope.as_str(),
+                        m.conversation.as_ref().map(|c| c.as_str()),
+                        m.trust_base,
+                        to_blob(embedding),
+                        i64::try_from(m.access_count).unwrap_or(i64::MAX),
+                        m.last_accessed_at,
+                        search::terms(&m.content).join(" "),
+                        m.replaces,
+                        m.expires_at,
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            recorded.committed();
+            Ok(Ok(written))
+        })
+        .await?
+    }
+
     async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
         self.with_conn(move |conn, indexes, _| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -736,6 +834,11 @@ mod tests {
     async fn the_shared_suite() {
         suite::run(|| async { fresh() }).await;
         suite::run_keywords(|| async { fresh() }).await;
+    }
+
+    #[tokio::test]
+    async fn memories_move_out_and_in_whole() {
+        suite::run_portable(|| async { fresh() }).await;
     }
 
     #[tokio::test]
