@@ -26,6 +26,8 @@ use crate::{SERVER_NAME, SERVER_VERSION};
                        under the S3 store (a pod's name on Kubernetes)."
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// validate the configuration, reach the store and the embedder, and exit
     #[arg(long)]
     pub check_config: bool,
@@ -36,13 +38,47 @@ pub struct Cli {
     pub variables: Variables,
 }
 
+/// What the binary does besides serving, each configured by the same variables.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Write the memories of the configured store as JSON Lines: a header naming the
+    /// embedding model, then one memory per line, whole, with its vector.
+    Export {
+        /// only this tenant's memories; repeat for more [default: every tenant]
+        #[arg(long = "tenant", value_name = "TENANT")]
+        tenants: Vec<String>,
+        /// the file to write [default: standard output]
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Read an export into the configured store. Every line is checked first, and nothing
+    /// is written unless all pass; memories the store already holds are skipped, so running
+    /// it again finishes a run that stopped.
+    Import {
+        /// the file to read [default: standard input]
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<std::path::PathBuf>,
+        /// embed every memory again with the configured embedder (needed when the file's
+        /// model is not the configured one)
+        #[arg(long)]
+        reembed: bool,
+    },
+}
+
 /// The command line and the environment, or the exit code of a refusal (printed here) or
 /// of `--help` and `--version` (answered here).
 pub fn parse() -> Result<Cli, ExitCode> {
     let args = std::env::args_os().skip(1).collect();
     config::read::<Cli>(args, |name| std::env::var(name).ok()).map_err(|e| match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            print!("{}", config::help::<Cli>());
+            // A command's own help is clap's; the server's lists every variable.
+            let commands = <Cli as clap::CommandFactory>::command();
+            let mut names = commands.get_subcommands().map(|c| c.get_name());
+            let asked = std::env::args().skip(1).any(|a| names.any(|n| n == a));
+            match asked {
+                true => print!("{}", e.render()),
+                false => print!("{}", config::help::<Cli>()),
+            }
             ExitCode::SUCCESS
         }
         ErrorKind::DisplayVersion => {

@@ -73,19 +73,25 @@ fn tenant(headers: &HeaderMap) -> Result<Tenant, String> {
             }
         },
     };
+    tenant_named(header, value)
+}
+
+/// `value` as a tenant, by the rules of the tenant header; a refusal names `what`. The
+/// header's rules are every tenant's: an import is held to them too.
+pub fn tenant_named(what: &str, value: String) -> Result<Tenant, String> {
     if value.chars().count() > MAX_TENANT_CHARS {
         return Err(format!(
-            "{header} is too long (max {MAX_TENANT_CHARS} characters)."
+            "{what} is too long (max {MAX_TENANT_CHARS} characters)."
         ));
     }
     if !is_slug(&value) {
         return Err(format!(
-            "{header} must start with a letter or digit and contain only letters, digits, \
+            "{what} must start with a letter or digit and contain only letters, digits, \
              '.', '_' or '-'."
         ));
     }
     if value == "." || value == ".." {
-        return Err(format!("{header} is not a valid tenant."));
+        return Err(format!("{what} is not a valid tenant."));
     }
     Ok(Tenant::new_unchecked(value))
 }
@@ -100,17 +106,23 @@ fn conversation(headers: &HeaderMap) -> Result<Option<Conversation>, String> {
     let Some(value) = single(headers, CONVERSATION)?.filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
+    conversation_named(CONVERSATION, value).map(Some)
+}
+
+/// `value` as a conversation id, by the rules of the conversation header; a refusal names
+/// `what`.
+pub fn conversation_named(what: &str, value: String) -> Result<Conversation, String> {
     if value.chars().count() > MAX_CONVERSATION_CHARS {
         return Err(format!(
-            "{CONVERSATION} is too long (max {MAX_CONVERSATION_CHARS} characters)."
+            "{what} is too long (max {MAX_CONVERSATION_CHARS} characters)."
         ));
     }
     if !value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
         return Err(format!(
-            "{CONVERSATION} may carry printable ASCII only, with no whitespace."
+            "{what} may carry printable ASCII only, with no whitespace."
         ));
     }
-    Ok(Some(Conversation::new_unchecked(value)))
+    Ok(Conversation::new_unchecked(value))
 }
 
 #[cfg(test)]

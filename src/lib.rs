@@ -16,6 +16,7 @@ pub mod log;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod portable;
 pub mod ranking;
 pub mod search;
 pub mod shutdown;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcp_memory::config::Variables;
-use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, http, log, shutdown};
+use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, http, log, portable, shutdown};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -14,12 +14,16 @@ async fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    if cli.healthcheck {
-        cli::healthcheck(cli.variables.host, cli.variables.port)
-    } else if cli.check_config {
-        cli::check_config(cli.variables).await
-    } else {
-        serve(cli.variables).await
+    match cli.command {
+        Some(cli::Command::Export { tenants, out }) => {
+            portable::export::run(cli.variables, tenants, out).await
+        }
+        Some(cli::Command::Import { input, reembed }) => {
+            portable::import::run(cli.variables, input, reembed).await
+        }
+        None if cli.healthcheck => cli::healthcheck(cli.variables.host, cli.variables.port),
+        None if cli.check_config => cli::check_config(cli.variables).await,
+        None => serve(cli.variables).await,
     }
 }
 

@@ -169,7 +169,38 @@ async fn remember(
 
 /// docs/behavior.md#remember, first failure wins.
 fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
-    let content = args::non_blank(&args.content, "content")?;
+    let content = content(&args.content)?;
+    let category = category(args.category.as_deref())?;
+    let scope = args.scope.unwrap_or(Scope::Project);
+    if scope == Scope::Conversation && ctx.conversation.is_none() {
+        return Err(ToolError::Invalid(
+            "scope 'conversation' needs a conversation, but this request carries no \
+             X-Conversation-Id header. Store it for the project instead, or leave scope unset."
+                .into(),
+        ));
+    }
+    let memory_type = args.memory_type.unwrap_or(MemoryType::Project);
+    let tags = tags(args.tags)?;
+    let replaces = args.replaces.as_deref().map(replaces).transpose()?;
+    let now = now_ms();
+    let expires_at = expiry(args.expires_in_days, args.expires_at.as_deref(), now)?;
+    Ok(NewMemory {
+        id: new_id(now),
+        content: content.to_owned(),
+        memory_type,
+        category,
+        tags,
+        created_at: now,
+        scope,
+        conversation: ctx.conversation.clone(),
+        replaces,
+        expires_at,
+    })
+}
+
+/// A memory's content: not blank, no NUL, within `MAX_CONTENT_BYTES` (untrimmed).
+pub(super) fn content(content: &str) -> Result<&str, ToolError> {
+    let content = args::non_blank(content, "content")?;
     if content.len() > MAX_CONTENT_BYTES {
         return Err(ToolError::Invalid(format!(
             "`content` is {} bytes; the maximum is {MAX_CONTENT_BYTES}. Store the essential fact \
@@ -177,7 +208,11 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
             content.len()
         )));
     }
-    let category = args.category.as_deref();
+    Ok(content)
+}
+
+/// A category as stored: one line within `MAX_CATEGORY_BYTES`, trimmed, empty as none.
+pub(super) fn category(category: Option<&str>) -> Result<Option<String>, ToolError> {
     if category.is_some_and(|c| c.chars().any(char::is_control)) {
         return Err(ToolError::Invalid(
             "`category` may not hold control characters (newlines, tabs, NUL); it is a \
@@ -191,19 +226,17 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
              detail in content."
         )));
     }
-    let scope = args.scope.unwrap_or(Scope::Project);
-    if scope == Scope::Conversation && ctx.conversation.is_none() {
-        return Err(ToolError::Invalid(
-            "scope 'conversation' needs a conversation, but this request carries no \
-             X-Conversation-Id header. Store it for the project instead, or leave scope unset."
-                .into(),
-        ));
-    }
-    let memory_type = args.memory_type.unwrap_or(MemoryType::Project);
-    // Every tag given counts towards the limit, blank ones too, before blanks are dropped.
-    let given = args.tags.as_ref().map_or(0, Vec::len);
-    if args
-        .tags
+    Ok(category
+        .map(crate::context::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned))
+}
+
+/// Tags as stored: each one line, at most `MAX_TAGS` given (blank ones count), trimmed,
+/// blanks dropped, each within `MAX_TAG_BYTES`.
+pub(super) fn tags(given: Option<Vec<String>>) -> Result<Vec<String>, ToolError> {
+    let count = given.as_ref().map_or(0, Vec::len);
+    if given
         .iter()
         .flatten()
         .any(|t| t.chars().any(char::is_control))
@@ -214,8 +247,8 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
                 .into(),
         ));
     }
-    let tags = args::tags(args.tags);
-    if given > MAX_TAGS {
+    let tags = args::tags(given);
+    if count > MAX_TAGS {
         return Err(ToolError::Invalid(format!(
             "`tags` may hold at most {MAX_TAGS} entries."
         )));
@@ -226,35 +259,18 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
             "each tag may be at most {MAX_TAG_BYTES} bytes; \"{quote}…\" is longer."
         )));
     }
-    let replaces = match args.replaces.as_deref() {
-        Some(id) => {
-            let id = crate::context::trim(args::non_blank(id, "replaces")?);
-            if id.len() > MAX_ID_BYTES {
-                return Err(ToolError::Invalid(format!(
-                    "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
-                )));
-            }
-            Some(id.to_owned())
-        }
-        None => None,
-    };
-    let now = now_ms();
-    let expires_at = expiry(args.expires_in_days, args.expires_at.as_deref(), now)?;
-    Ok(NewMemory {
-        id: new_id(now),
-        content: content.to_owned(),
-        memory_type,
-        category: category
-            .map(crate::context::trim)
-            .filter(|c| !c.is_empty())
-            .map(str::to_owned),
-        tags,
-        created_at: now,
-        scope,
-        conversation: ctx.conversation.clone(),
-        replaces,
-        expires_at,
-    })
+    Ok(tags)
+}
+
+/// The id a memory replaces: not blank, no NUL, trimmed, within `MAX_ID_BYTES`.
+pub(super) fn replaces(id: &str) -> Result<String, ToolError> {
+    let id = crate::context::trim(args::non_blank(id, "replaces")?);
+    if id.len() > MAX_ID_BYTES {
+        return Err(ToolError::Invalid(format!(
+            "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
+        )));
+    }
+    Ok(id.to_owned())
 }
 
 /// The instant (ms) a memory written at `now` expires, from either argument; both are

@@ -1,0 +1,257 @@
+//! `mcp-memory import`: an export read into the configured store. The whole file is
+//! checked first, and nothing is written unless every line passes; then it is written a
+//! batch at a time. Writing skips what the store already holds (same tenant and id), so a
+//! run that stops part way is finished by running it again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use super::progress::Progress;
+use super::{BATCH, FORMAT, Header, Line, model_of};
+use crate::config::Variables;
+use crate::embed::{EmbedError, Embedder};
+use crate::store::Portable;
+
+/// Bad lines reported before the check stops listing them (it still counts them all).
+const REPORTED: usize = 20;
+/// Texts embedded at once with `--reembed`.
+const EMBEDDING_AT_ONCE: usize = 16;
+
+pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) -> ExitCode {
+    let (embedder, store) = match super::open(variables).await {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    // Read twice, so standard input is kept in a file of our own first.
+    let source = match Source::open(input) {
+        Ok(source) => source,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let configured = embedder.model();
+    let checked = match check(&source, &configured, reembed) {
+        Ok(checked) => checked,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut progress = Progress::new("imported", Some(checked.memories));
+    let (mut written, mut read) = (0u64, 0u64);
+    let mut batch: Vec<Portable> = Vec::with_capacity(BATCH);
+    let mut first_line = 2;
+    let lines = match source.lines() {
+        Ok(lines) => lines.skip(1),
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut lines = lines.peekable();
+    while let Some(line) = lines.next() {
+        let parsed = line
+            .map_err(|e| e.to_string())
+            .and_then(|l| serde_json::from_str::<Line>(&l).map_err(|e| e.to_string()))
+            .and_then(|l| l.into_portable(checked.dimension));
+        match parsed {
+            Ok(memory) => batch.push(memory),
+            Err(message) => {
+                eprintln!("the file changed while it was imported: {message}");
+                return ExitCode::FAILURE;
+            }
+        }
+        if batch.len() < BATCH && lines.peek().is_some() {
+            continue;
+        }
+        let size = batch.len() as u64;
+        let stored = async {
+            if reembed {
+                embed_again(&embedder, &mut batch).await?;
+            }
+            store.import(&batch).await.map_err(|e| e.to_string())
+        };
+        match stored.await {
+            Ok(n) => written += n as u64,
+            Err(why) => {
+                eprintln!(
+                    "import stopped at line {first_line}: {why}. {written} memories were written \
+                     before it; importing skips what is already held, so running the same \
+                     command again finishes it."
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+        read += size;
+        first_line += size;
+        progress.add(size);
+        batch.clear();
+    }
+    if let Err(e) = store.flush().await {
+        eprintln!("the store could not make the import durable: {e}");
+        return ExitCode::FAILURE;
+    }
+    store.close().await;
+    let took = progress.finish();
+    eprintln!(
+        "imported {written} memories ({} already held) from {} in {:.1} s",
+        read - written,
+        source.named,
+        took.as_secs_f64()
+    );
+    ExitCode::SUCCESS
+}
+
+/// What the check found: how many memories, of what width.
+struct Checked {
+    memories: u64,
+    dimension: usize,
+}
+
+/// Every line, as `Line::into_portable` checks it, against the header and the configured
+/// model; the refusal lists the bad lines (line numbers from 1, the header's included).
+fn check(
+    source: &Source,
+    configured: &crate::memory::Model,
+    reembed: bool,
+) -> Result<Checked, String> {
+    let mut lines = source.lines()?;
+    let header = match lines.next() {
+        None => return Err(format!("{} is empty: nothing was imported", source.named)),
+        Some(line) => line.map_err(|e| e.to_string())?,
+    };
+    let header: Header = serde_json::from_str(&header)
+        .map_err(|e| format!("line 1: not an export header ({e}): nothing was imported"))?;
+    if header.format != FORMAT {
+        return Err(format!(
+            "line 1: format \"{}\" is not one this release reads ({FORMAT}): nothing was imported",
+            header.format
+        ));
+    }
+    let theirs = model_of(&header);
+    if theirs != *configured && !reembed {
+        return Err(format!(
+            "the file holds embeddings of {theirs}, but this store embeds with {configured}: \
+             pass --reembed to embed every memory again with {}, or configure the file's \
+             model — nothing was imported",
+            configured.name
+        ));
+    }
+    let (mut memories, mut bad) = (0u64, Vec::new());
+    let mut bad_count = 0u64;
+    for (i, line) in lines.enumerate() {
+        let number = i + 2;
+        let checked = line
+            .map_err(|e| e.to_string())
+            .and_then(|l| {
+                serde_json::from_str::<Line>(&l).map_err(|e| format!("invalid JSON: {e}"))
+            })
+            .and_then(|l| l.into_portable(header.dimension));
+        match checked {
+            Ok(_) => memories += 1,
+            Err(message) => {
+                bad_count += 1;
+                if bad.len() < REPORTED {
+                    bad.push(format!("line {number}: {message}"));
+                }
+            }
+        }
+    }
+    if bad_count > 0 {
+        let more = bad_count - bad.len() as u64;
+        let mut message = bad.join("\n");
+        if more > 0 {
+            message.push_str(&format!("\n… and {more} more"));
+        }
+        message.push_str(&format!("\n{bad_count} bad lines: nothing was imported"));
+        return Err(message);
+    }
+    Ok(Checked {
+        memories,
+        dimension: header.dimension,
+    })
+}
+
+/// Every memory of `batch` with a vector of the configured embedder, a few at a time; a
+/// busy local model is waited for.
+async fn embed_again(embedder: &Arc<dyn Embedder>, batch: &mut [Portable]) -> Result<(), String> {
+    for chunk in batch.chunks_mut(EMBEDDING_AT_ONCE) {
+        let mut running = tokio::task::JoinSet::new();
+        for (i, memory) in chunk.iter().enumerate() {
+            let (embedder, text) = (Arc::clone(embedder), memory.memory.content.clone());
+            running.spawn(async move {
+                loop {
+                    match embedder.embed(&text).await {
+                        Err(EmbedError::Busy(_)) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                        }
+                        done => return (i, done),
+                    }
+                }
+            });
+        }
+        while let Some(joined) = running.join_next().await {
+            let (i, embedded) = joined.map_err(|e| e.to_string())?;
+            chunk[i].embedding = embedded.map_err(|e| format!("embedding: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The file to import, read from its start each time it is asked for.
+struct Source {
+    path: PathBuf,
+    named: String,
+    /// Standard input, kept here, removed when the import ends.
+    spooled: bool,
+}
+
+impl Source {
+    fn open(input: Option<PathBuf>) -> Result<Source, String> {
+        if let Some(path) = input {
+            std::fs::metadata(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            return Ok(Source {
+                named: path.display().to_string(),
+                path,
+                spooled: false,
+            });
+        }
+        let path = std::env::temp_dir().join(format!(
+            "mcp-memory-import-{}-{}.jsonl",
+            std::process::id(),
+            crate::memory::now_ms()
+        ));
+        let spooled = Source {
+            path,
+            named: "standard input".into(),
+            spooled: true,
+        };
+        let mut file = std::fs::File::create(&spooled.path).map_err(|e| {
+            format!(
+                "cannot keep standard input in {}: {e}",
+                spooled.path.display()
+            )
+        })?;
+        std::io::copy(&mut std::io::stdin().lock(), &mut file)
+            .and_then(|_| file.flush())
+            .map_err(|e| format!("cannot keep standard input: {e}"))?;
+        Ok(spooled)
+    }
+
+    fn lines(&self) -> Result<std::io::Lines<BufReader<std::fs::File>>, String> {
+        let file = std::fs::File::open(&self.path)
+            .map_err(|e| format!("cannot read {}: {e}", self.named))?;
+        Ok(BufReader::new(file).lines())
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        if self.spooled {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Memories out of a store and into another (`mcp-memory export` and `import`), as JSON
+//! Lines: a header naming the format and the embedding model, then one memory per line,
+//! whole, with its vector (docs/behavior.md#export-and-import). The commands are
+//! configured as the server is, by the same variables, and open the store it would.
+
+pub mod export;
+pub mod import;
+mod progress;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Variables;
+use crate::embed::{self, Embedder};
+use crate::memory::{Memory, MemoryType, Model, Scope, iso};
+use crate::store::{self, MemoryStore, Portable};
+
+/// The format this release writes and reads.
+pub const FORMAT: &str = "mcp-memory/1";
+/// Memories read or written at a time: what a command holds in memory, whatever the size
+/// of the store or the file.
+pub const BATCH: usize = 500;
+
+/// The first line of an export.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Header {
+    pub format: String,
+    pub model: String,
+    pub dimension: usize,
+    pub exported_at: String,
+}
+
+/// One memory, as a line of an export.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Line {
+    pub tenant: String,
+    pub id: String,
+    pub content: String,
+    #[serde(rename = "type")]
+    pub memory_type: String,
+    pub category: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub scope: String,
+    pub conversation: Option<String>,
+    pub created: String,
+    pub expires: Option<String>,
+    pub replaces: Option<String>,
+    pub trust_base: f64,
+    pub access_count: u64,
+    pub last_accessed: Option<String>,
+    /// Little-endian f32s, base64: exact, and a third of the text of decimal numbers.
+    pub embedding: String,
+}
+
+impl Line {
+    pub fn of(p: &Portable) -> Line {
+        let m = &p.memory;
+        let bytes: Vec<u8> = p.embedding.iter().flat_map(|x| x.to_le_bytes()).collect();
+        Line {
+            tenant: p.tenant.as_str().to_owned(),
+            id: m.id.clone(),
+            content: m.content.clone(),
+            memory_type: m.memory_type.as_str().to_owned(),
+            category: m.category.clone(),
+            tags: m.tags.clone(),
+            scope: m.scope.as_str().to_owned(),
+            conversation: m.conversation.as_ref().map(|c| c.as_str().to_owned()),
+            created: iso(m.created_at),
+            expires: m.expires_at.map(iso),
+            replaces: m.replaces.clone(),
+            trust_base: m.trust_base,
+            access_count: m.access_count,
+            last_accessed: m.last_accessed_at.map(iso),
+            embedding: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// The memory this line holds, checked as `remember` checks one (and its vector of
+    /// `dimension` values); a refusal names the field.
+    pub fn into_portable(self, dimension: usize) -> Result<Portable, String> {
+        let field = |name: &str, message: String| format!("{name}: {message}");
+        let tenant = crate::context::tenant_named("the tenant", self.tenant)
+            .map_err(|e| field("tenant", e))?;
+        if ulid::Ulid::from_string(&self.id).is_err() {
+            return Err(field("id", format!("\"{}\" is not a ULID", self.id)));
+        }
+        let crate::tools::Labels {
+            category,
+            tags,
+            replaces,
+        } = crate::tools::check_labels(
+            &self.content,
+            self.category.as_deref(),
+            self.tags,
+            self.replaces.as_deref(),
+        )?;
+        let memory_type = MemoryType::parse(&self.memory_type).ok_or_else(|| {
+            field(
+                "type",
+                format!("must be one of: {}", MemoryType::NAMES.join(", ")),
+            )
+        })?;
+        let scope = Scope::parse(&self.scope).ok_or_else(|| {
+            field(
+                "scope",
+                format!("must be one of: {}", Scope::NAMES.join(", ")),
+            )
+        })?;
+        let conversation = self
+            .conversation
+            .map(|c| crate::context::conversation_named("the conversation", c))
+            .transpose()
+            .map_err(|e| field("conversation", e))?;
+        if scope == Scope::Conversation && conversation.is_none() {
+            return Err(field(
+                "conversation",
+                "a memory of scope conversation needs its conversation".into(),
+            ));
+        }
+        let time = |name: &str, text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| field(name, format!("\"{text}\" is not an RFC 3339 time")))
+        };
+        let created_at = time("created", &self.created)?;
+        let expires_at = self
+            .expires
+            .as_deref()
+            .map(|t| time("expires", t))
+            .transpose()?;
+        let last_accessed_at = (self.last_accessed.as_deref())
+            .map(|t| time("last_accessed", t))
+            .transpose()?;
+        if !(self.trust_base.is_finite() && self.trust_base > 0.0 && self.trust_base <= 1.0) {
+            return Err(field("trust_base", "must be in (0, 1]".into()));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.embedding)
+            .map_err(|_| field("embedding", "is not base64".into()))?;
+        if bytes.len() != dimension * 4 {
+            return Err(field(
+                "embedding",
+                format!(
+                    "holds {} values where the header says {dimension}",
+                    bytes.len() as f64 / 4.0
+                ),
+            ));
+        }
+        let embedding: Vec<f32> = (bytes.chunks_exact(4))
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if embedding.iter().any(|x| !x.is_finite()) || embedding.iter().all(|x| *x == 0.0) {
+            return Err(field(
+                "embedding",
+                "is not a usable vector (zero or not finite)".into(),
+            ));
+        }
+        Ok(Portable {
+            tenant,
+            memory: Memory {
+                id: self.id,
+                content: self.content,
+                memory_type,
+                category,
+                tags,
+                created_at,
+                scope,
+                conversation,
+                trust_base: self.trust_base,
+                access_count: self.access_count,
+                last_accessed_at,
+                replaces,
+                expires_at,
+            },
+            embedding,
+        })
+    }
+}
+
+/// The configured embedder and store, as the server would open them; a refusal is printed
+/// as one line and becomes the exit code.
+async fn open(variables: Variables) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), ExitCode> {
+    let config = variables.resolve().map_err(|message| {
+        eprintln!("configuration error: {message}");
+        ExitCode::FAILURE
+    })?;
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let embedder = embed::build(&config.embedder).map_err(|e| {
+        eprintln!("embedding model error: {e}");
+        ExitCode::FAILURE
+    })?;
+    let store = store::open(&config.store, &embedder.model())
+        .await
+        .map_err(|e| {
+            eprintln!("storage error: {e}");
+            ExitCode::FAILURE
+        })?;
+    Ok((embedder, store))
+}
+
+/// The model a header names.
+fn model_of(header: &Header) -> Model {
+    Model {
+        name: header.model.clone(),
+        dimension: header.dimension,
+    }
+}

@@ -1,0 +1,277 @@
+//! `mcp-memory export` and `import` through the binary: memories moved SQLite →
+//! PostgreSQL → S3 → SQLite answer alike at every stop, an import is idempotent, and a bad
+//! file is refused line by line with nothing written.
+
+mod support;
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+use support::process::{command, start};
+use support::{EmbeddingStub, base_env, postgres_database, s3_store, stored_id};
+
+/// Runs a command of the binary to its end: (exit code, stderr).
+async fn run(env: &HashMap<String, String>, args: &[&str]) -> (i32, String) {
+    let out = command(env).args(args).output().await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What the tools answer, from each caller's view, in one order (recalls count uses, so
+/// the order is the same at every stop).
+async fn answers(env: &mut HashMap<String, String>) -> Vec<String> {
+    let server = start(env).await;
+    let mut seen = Vec::new();
+    for headers in [
+        vec![("x-tenant-id", "acme")],
+        vec![("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")],
+        vec![("x-tenant-id", "globex")],
+    ] {
+        seen.push(server.call(&headers, "list_memories", json!({})).await);
+        seen.push(server.call(&headers, "memory_stats", json!({})).await);
+        let recalled = server
+            .call(
+                &headers,
+                "recall",
+                json!({"query": "deploy pipeline releases"}),
+            )
+            .await;
+        // Which memories, in what order, at what confidence.
+        let ids: Vec<&str> = recalled
+            .match_indices("[id:")
+            .map(|(i, _)| &recalled[i..i + 30])
+            .collect();
+        seen.push(format!(
+            "{}\n{}",
+            recalled.lines().nth(1).unwrap_or_default(),
+            ids.join(" ")
+        ));
+    }
+    assert_eq!(server.terminate().await.code, Some(0));
+    seen
+}
+
+/// A server's variables with recall by meaning only: S3 has no text index, and the same
+/// memories must rank alike wherever they are.
+fn env(stub: &EmbeddingStub, db: &std::path::Path) -> HashMap<String, String> {
+    let mut env = base_env(stub, db);
+    env.insert("RECALL_KEYWORD_WEIGHT".into(), "0".into());
+    env
+}
+
+#[tokio::test]
+async fn memories_move_between_every_backend_and_answer_alike() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = env(&stub, &dir.path().join("first.db"));
+    let server = start(&mut sqlite).await;
+    let acme = [("x-tenant-id", "acme")];
+    let thread = [("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")];
+    let stale = stored_id(
+        &server
+            .call(
+                &acme,
+                "remember",
+                json!({"content": "the deploy pipeline releases on fridays"}),
+            )
+            .await,
+    );
+    for (headers, args) in [
+        (
+            &acme[..],
+            json!({"content": "the deploy pipeline releases on mondays", "replaces": stale}),
+        ),
+        (
+            &acme[..],
+            json!({"content": "builds use cargo nextest", "type": "pattern", "tags": ["ci", "배포"]}),
+        ),
+        (
+            &thread[..],
+            json!({"content": "this thread's deploy plan is canary first", "scope": "conversation"}),
+        ),
+        (
+            &acme[..],
+            json!({"content": "the release freeze lasts until the audit", "expires_in_days": 30}),
+        ),
+        (
+            &[("x-tenant-id", "globex")][..],
+            json!({"content": "globex deploys with argo releases"}),
+        ),
+    ] {
+        let stored = server.call(headers, "remember", args).await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    server
+        .call(
+            &acme,
+            "recall",
+            json!({"query": "deploy pipeline releases"}),
+        )
+        .await;
+    assert_eq!(server.terminate().await.code, Some(0));
+    let first = answers(&mut sqlite).await;
+    assert!(first[0].starts_with("[MEMORY] 3 memories"), "{}", first[0]);
+    assert!(
+        first[3].starts_with("[MEMORY] 4 memories"),
+        "the thread sees its note: {}",
+        first[3]
+    );
+
+    let mut postgres = env(&stub, &dir.path().join("unused.db"));
+    postgres.insert("DATABASE_URL".into(), postgres_database().await);
+    let mut s3 = env(&stub, &dir.path().join("unused.db"));
+    s3_store(&mut s3).await;
+    let last = env(&stub, &dir.path().join("last.db"));
+    let mut from = sqlite;
+    for (hop, mut to) in [("postgres", postgres), ("s3", s3), ("sqlite", last)] {
+        let file = dir.path().join(format!("to-{hop}.jsonl"));
+        let file = file.to_str().unwrap();
+        let (code, said) = run(&from, &["export", "--out", file]).await;
+        assert_eq!(code, 0, "{hop}: {said}");
+        assert!(
+            said.contains("exported 5 memories of 2 tenants"),
+            "{hop}: {said}"
+        );
+        let header: Value = serde_json::from_str(
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (header["format"].as_str(), header["dimension"].as_u64()),
+            (Some("mcp-memory/1"), Some(64))
+        );
+        assert_eq!(header["model"], "openai:fake-64");
+        let (code, said) = run(&to, &["import", "--in", file]).await;
+        assert_eq!(code, 0, "{hop}: {said}");
+        assert!(
+            said.contains("imported 5 memories (0 already held)"),
+            "{hop}: {said}"
+        );
+        let (code, said) = run(&to, &["import", "--in", file]).await;
+        assert_eq!(code, 0, "{hop}: {said}");
+        assert!(
+            said.contains("imported 0 memories (5 already held)"),
+            "{hop}: {said}"
+        );
+        assert_eq!(answers(&mut to).await, answers(&mut from).await, "{hop}");
+        from = to;
+    }
+}
+
+#[tokio::test]
+async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut source = base_env(&stub, &dir.path().join("source.db"));
+    let server = start(&mut source).await;
+    let acme = [("x-tenant-id", "acme")];
+    for content in [
+        "the deploy pipeline releases on mondays",
+        "builds use cargo nextest",
+    ] {
+        server
+            .call(&acme, "remember", json!({"content": content}))
+            .await;
+    }
+    assert_eq!(server.terminate().await.code, Some(0));
+    let good = dir.path().join("good.jsonl");
+    let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{said}");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let memory: Value = serde_json::from_str(lines[1]).unwrap();
+    let with = |field: &str, value: Value| {
+        let mut bad = memory.clone();
+        bad[field] = value;
+        bad.to_string()
+    };
+    let bad_file = [
+        lines[0].to_owned(),
+        lines[1].to_owned(),
+        with("tenant", json!("acme corp")),
+        with("content", json!("x".repeat(32_001))),
+        with("embedding", json!("AAAA")),
+        with("scope", json!("conversation")),
+        with("created", json!("yesterday")),
+        "{\"tenant\": \"acme\"".to_owned(),
+    ]
+    .join("\n");
+    let target_env = base_env(&stub, &dir.path().join("target.db"));
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, bad_file).unwrap();
+    let (code, said) = run(&target_env, &["import", "--in", bad.to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{said}");
+    for expected in [
+        "line 3: tenant: the tenant must start with a letter or digit",
+        "line 4: `content` is 32001 bytes",
+        "line 5: embedding: holds 0.75 values where the header says 64",
+        "line 6: conversation: a memory of scope conversation needs its conversation",
+        "line 7: created: \"yesterday\" is not an RFC 3339 time",
+        "line 8: invalid JSON: EOF while parsing",
+        "6 bad lines: nothing was imported",
+    ] {
+        assert!(said.contains(expected), "{expected} in:\n{said}");
+    }
+    // Another format, another model: refused whole.
+    let other_format = text.replacen("mcp-memory/1", "mcp-memory/9", 1);
+    std::fs::write(&bad, &other_format).unwrap();
+    let (code, said) = run(&target_env, &["import", "--in", bad.to_str().unwrap()]).await;
+    assert_eq!(code, 1);
+    assert!(
+        said.contains("format \"mcp-memory/9\" is not one this release reads"),
+        "{said}"
+    );
+    let other_model = text.replacen("openai:fake-64", "local:all-MiniLM-L6-v2", 1);
+    std::fs::write(&bad, &other_model).unwrap();
+    let (code, said) = run(&target_env, &["import", "--in", bad.to_str().unwrap()]).await;
+    assert_eq!(code, 1);
+    assert!(
+        said.contains("holds embeddings of local:all-MiniLM-L6-v2, 64d, but this store embeds with openai:fake-64, 64d")
+            && said.contains("--reembed"),
+        "{said}"
+    );
+    let mut target = target_env.clone();
+    let server = start(&mut target).await;
+    let stats = server.call(&acme, "memory_stats", json!({})).await;
+    assert!(
+        stats.contains("no memories"),
+        "nothing was written: {stats}"
+    );
+    assert_eq!(server.terminate().await.code, Some(0));
+    // With --reembed it is embedded again by the configured model, from standard input.
+    let mut import = command(&target_env);
+    import
+        .args(["import", "--reembed"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = import.spawn().unwrap();
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(other_model.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("imported 2 memories (0 already held) from standard input"),
+        "{said}"
+    );
+    let server = start(&mut target).await;
+    let recalled = server
+        .call(
+            &acme,
+            "recall",
+            json!({"query": "the deploy pipeline releases on mondays"}),
+        )
+        .await;
+    assert!(
+        recalled.contains("HIGH CONFIDENCE"),
+        "the stub's own vector: {recalled}"
+    );
+    assert_eq!(server.terminate().await.code, Some(0));
+}
