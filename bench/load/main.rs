@@ -15,8 +15,8 @@
 //! equal what was seeded plus what the server said it stored, and its newest memories must
 //! be listed: any error or lost write fails the benchmark.
 //!
-//! Then resident memory against tenants and memory sizes, with and without a small
-//! `INDEX_BUDGET_MB` (`resident.rs`).
+//! Then export and import of 100k memories (`portable.rs`), and resident memory against
+//! tenants and memory sizes, with and without a small `INDEX_BUDGET_MB` (`resident.rs`).
 //!
 //! `LOAD_QUICK=1` runs one second per run at concurrency 8 only (a smoke test of the bench);
 //! `LOAD_ONLY=1x10000w384,model,resident` runs only the parts named (tenants x memories w width), and
@@ -28,6 +28,7 @@
 
 mod corpus;
 mod drive;
+mod portable;
 #[path = "../postgres.rs"]
 mod postgres;
 mod resident;
@@ -190,6 +191,9 @@ async fn main() {
                 .shape(*backend, shape, &concurrency, &reference, None)
                 .await;
         }
+    }
+    if wanted("portable") {
+        bench.portable(&backends).await;
     }
     if wanted("resident") {
         bench.resident(&backends).await;

@@ -106,8 +106,12 @@ pub async fn postgres(url: &str, rows: impl Iterator<Item = Row>, width: usize) 
             .map(|(_, v)| v.clone())
     })
     .unwrap();
-    let model = mcp_memory::embed::build(&config.embedder).unwrap().model();
-    assert_eq!(model.dimension, width);
+    // Nothing is written through the store, so nothing of it is recorded: the server
+    // records its own model at its first write.
+    let model = mcp_memory::memory::Model {
+        name: "bench:seed".into(),
+        dimension: width,
+    };
     drop(
         mcp_memory::store::open(&config.store, &model)
             .await

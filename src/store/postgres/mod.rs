@@ -704,18 +704,20 @@ impl MemoryStore for PostgresStore {
         limit: usize,
     ) -> Result<Exported, StoreError> {
         let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
-        let from = from.and_then(|f| f.split_once('\n'));
+        // The first page starts after ('', ''), before every tenant: always a range of the
+        // primary key.
+        let from = from.and_then(|f| f.split_once('\n')).unwrap_or(("", ""));
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS}, embedding, tenant_id FROM memories \
              WHERE (cardinality($1::text[]) = 0 OR tenant_id = ANY($1)) \
              AND (expires_at IS NULL OR expires_at > to_timestamp($2::double precision / 1000)) \
-             AND ($3::text IS NULL OR (tenant_id, id) > ($3, $4)) \
+             AND (tenant_id, id) > ($3, $4) \
              ORDER BY tenant_id, id LIMIT $5"
         ))
         .bind(&only)
         .bind(at as f64)
-        .bind(from.map(|f| f.0))
-        .bind(from.map(|f| f.1))
+        .bind(from.0)
+        .bind(from.1)
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await

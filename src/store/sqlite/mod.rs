@@ -662,8 +662,13 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Exported, StoreError> {
         let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
         let only = serde_json::to_string(&only).unwrap_or_else(|_| "[]".into());
-        let from = from.and_then(|f| f.split_once('\n'));
-        let (after_tenant, after_id) = (from.map(|f| f.0.to_owned()), from.map(|f| f.1.to_owned()));
+        // The first page starts after ('', ''), before every tenant: always a range of the
+        // primary key (an optional cursor made SQLite scan the table for every page).
+        let (after_tenant, after_id) = from
+            .and_then(|f| f.split_once('\n'))
+            .map_or((String::new(), String::new()), |(t, i)| {
+                (t.to_owned(), i.to_owned())
+            });
         let memories = self
             .with_conn(move |conn, _, _| {
                 let mut stmt = conn.prepare_cached(&format!(
@@ -671,7 +676,7 @@ impl MemoryStore for SqliteStore {
                      WHERE (json_array_length(?1) = 0 \
                        OR m.tenant_id IN (SELECT value FROM json_each(?1))) \
                      AND (m.expires_at IS NULL OR m.expires_at > ?2) \
-                     AND (?3 IS NULL OR (m.tenant_id, m.id) > (?3, ?4)) \
+                     AND (m.tenant_id, m.id) > (?3, ?4) \
                      ORDER BY m.tenant_id, m.id LIMIT ?5"
                 ))?;
                 let rows = stmt.query_map(
