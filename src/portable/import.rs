@@ -3,7 +3,7 @@
 //! batch at a time. Writing skips what the store already holds (same tenant and id), so a
 //! run that stops part way is finished by running it again.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,6 +16,12 @@ use crate::store::Portable;
 
 /// Bad lines reported before the check stops listing them (it still counts them all).
 const REPORTED: usize = 20;
+/// The longest line read: far above any memory the checks let through (32,000 bytes of
+/// content, escaped at most six-fold, and a vector of thousands of values), so a file
+/// without line breaks is refused instead of read whole.
+const MAX_LINE_BYTES: usize = 4 << 20;
+/// How long `--reembed` waits out a busy local model for one text, in tries of 20 ms.
+const BUSY_TRIES: usize = 500;
 /// Texts embedded at once with `--reembed`.
 const EMBEDDING_AT_ONCE: usize = 16;
 
@@ -54,7 +60,6 @@ pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) ->
     let mut lines = lines.peekable();
     while let Some(line) = lines.next() {
         let parsed = line
-            .map_err(|e| e.to_string())
             .and_then(|l| serde_json::from_str::<Line>(&l).map_err(|e| e.to_string()))
             .and_then(|l| l.into_portable(checked.dimension));
         match parsed {
@@ -77,6 +82,9 @@ pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) ->
         match stored.await {
             Ok(n) => written += n as u64,
             Err(why) => {
+                // What was written stays, with its counts made durable where the store
+                // buffers them (S3), since a second run skips those memories.
+                let _ = store.flush().await;
                 eprintln!(
                     "import stopped at line {first_line}: {why}. {written} memories were written \
                      before it; importing skips what is already held, so running the same \
@@ -121,7 +129,7 @@ fn check(
     let mut lines = source.lines()?;
     let header = match lines.next() {
         None => return Err(format!("{} is empty: nothing was imported", source.named)),
-        Some(line) => line.map_err(|e| e.to_string())?,
+        Some(line) => line.map_err(|e| format!("line 1: {e}: nothing was imported"))?,
     };
     let header: Header = serde_json::from_str(&header)
         .map_err(|e| format!("line 1: not an export header ({e}): nothing was imported"))?;
@@ -142,16 +150,38 @@ fn check(
     }
     let (mut memories, mut bad) = (0u64, Vec::new());
     let mut bad_count = 0u64;
+    // Each memory's tenant and id, hashed: a memory twice in one file is refused.
+    let mut seen = std::collections::HashSet::new();
+    let hasher =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
     for (i, line) in lines.enumerate() {
         let number = i + 2;
+        if let Err(message) = &line
+            && message.starts_with("longer than")
+        {
+            bad_count += 1;
+            bad.push(format!("line {number}: {message}; the check stopped there"));
+            break;
+        }
         let checked = line
-            .map_err(|e| e.to_string())
             .and_then(|l| {
                 serde_json::from_str::<Line>(&l).map_err(|e| format!("invalid JSON: {e}"))
             })
-            .and_then(|l| l.into_portable(header.dimension));
+            .and_then(|l| l.into_portable(header.dimension))
+            .and_then(|p| {
+                let key =
+                    std::hash::BuildHasher::hash_one(&hasher, (p.tenant.as_str(), &p.memory.id));
+                match seen.insert(key) {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "id: {} of tenant {} is in the file twice",
+                        p.memory.id,
+                        p.tenant.as_str()
+                    )),
+                }
+            });
         match checked {
-            Ok(_) => memories += 1,
+            Ok(()) => memories += 1,
             Err(message) => {
                 bad_count += 1;
                 if bad.len() < REPORTED {
@@ -183,7 +213,7 @@ async fn embed_again(embedder: &Arc<dyn Embedder>, batch: &mut [Portable]) -> Re
         for (i, memory) in chunk.iter().enumerate() {
             let (embedder, text) = (Arc::clone(embedder), memory.memory.content.clone());
             running.spawn(async move {
-                loop {
+                for _ in 1..BUSY_TRIES {
                     match embedder.embed(&text).await {
                         Err(EmbedError::Busy(_)) => {
                             tokio::time::sleep(std::time::Duration::from_millis(20)).await
@@ -191,6 +221,7 @@ async fn embed_again(embedder: &Arc<dyn Embedder>, batch: &mut [Portable]) -> Re
                         done => return (i, done),
                     }
                 }
+                (i, embedder.embed(&text).await)
             });
         }
         while let Some(joined) = running.join_next().await {
@@ -241,10 +272,44 @@ impl Source {
         Ok(spooled)
     }
 
-    fn lines(&self) -> Result<std::io::Lines<BufReader<std::fs::File>>, String> {
+    fn lines(&self) -> Result<Lines, String> {
         let file = std::fs::File::open(&self.path)
             .map_err(|e| format!("cannot read {}: {e}", self.named))?;
-        Ok(BufReader::new(file).lines())
+        Ok(Lines {
+            reader: BufReader::new(file),
+            line: Vec::new(),
+        })
+    }
+}
+
+/// A file's lines, none read past `MAX_LINE_BYTES`.
+struct Lines {
+    reader: BufReader<std::fs::File>,
+    line: Vec<u8>,
+}
+
+impl Iterator for Lines {
+    type Item = Result<String, String>;
+
+    fn next(&mut self) -> Option<Result<String, String>> {
+        self.line.clear();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        match (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.line)
+        {
+            Ok(0) => None,
+            Err(e) => Some(Err(e.to_string())),
+            Ok(_) => {
+                if self.line.last() == Some(&b'\n') {
+                    self.line.pop();
+                } else if self.line.len() > MAX_LINE_BYTES {
+                    return Some(Err(format!("longer than {MAX_LINE_BYTES} bytes")));
+                }
+                let line = std::mem::take(&mut self.line);
+                Some(String::from_utf8(line).map_err(|_| "not UTF-8".into()))
+            }
+        }
     }
 }
 
@@ -253,5 +318,32 @@ impl Drop for Source {
         if self.spooled {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_past_the_limit_is_refused_without_being_read_whole() {
+        let dir = std::env::temp_dir().join(format!("mcp-memory-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("long.jsonl");
+        let mut text = String::from("first\r\n");
+        text.push_str(&"x".repeat(MAX_LINE_BYTES + 10));
+        std::fs::write(&path, &text).unwrap();
+        let source = Source {
+            path: path.clone(),
+            named: "long.jsonl".into(),
+            spooled: true,
+        };
+        let mut lines = source.lines().unwrap();
+        assert_eq!(lines.next(), Some(Ok("first\r".into())));
+        let refused = lines.next().unwrap().unwrap_err();
+        assert_eq!(refused, format!("longer than {MAX_LINE_BYTES} bytes"));
+        drop(lines);
+        drop(source);
+        assert!(!path.exists(), "a spooled file is removed");
     }
 }

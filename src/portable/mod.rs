@@ -85,8 +85,12 @@ impl Line {
         let field = |name: &str, message: String| format!("{name}: {message}");
         let tenant = crate::context::tenant_named("the tenant", self.tenant)
             .map_err(|e| field("tenant", e))?;
-        if ulid::Ulid::from_string(&self.id).is_err() {
-            return Err(field("id", format!("\"{}\" is not a ULID", self.id)));
+        // In its canonical form: every store keys memories by the id as written.
+        if ulid::Ulid::from_string(&self.id).map(|u| u.to_string()) != Ok(self.id.clone()) {
+            return Err(field(
+                "id",
+                format!("\"{}\" is not a ULID in upper case", self.id),
+            ));
         }
         let crate::tools::Labels {
             category,
@@ -141,7 +145,7 @@ impl Line {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.embedding)
             .map_err(|_| field("embedding", "is not base64".into()))?;
-        if bytes.len() != dimension * 4 {
+        if Some(bytes.len()) != dimension.checked_mul(4) {
             return Err(field(
                 "embedding",
                 format!(

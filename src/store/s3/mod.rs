@@ -81,6 +81,8 @@ pub struct S3Store {
     /// record it for the vector index (`model_key`).
     model: Model,
     model_checked: std::sync::atomic::AtomicBool,
+    /// A search found no model recorded: later searches do not ask again.
+    searched_unrecorded: std::sync::atomic::AtomicBool,
     model_key: String,
 }
 
@@ -125,6 +127,7 @@ impl S3Store {
             discarding: Arc::new(tokio::sync::Semaphore::new(DISCARDS)),
             model: model.clone(),
             model_checked: std::sync::atomic::AtomicBool::new(false),
+            searched_unrecorded: std::sync::atomic::AtomicBool::new(false),
             model_key: format!(
                 "model/{}/{}.json",
                 settings.vector_bucket, settings.vector_index
@@ -136,7 +139,9 @@ impl S3Store {
     /// records it when none is (`record`); a search with none recorded checks again later.
     async fn check_model(&self, record: bool) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
-        if self.model_checked.load(Ordering::Relaxed) {
+        if self.model_checked.load(Ordering::Relaxed)
+            || (!record && self.searched_unrecorded.load(Ordering::Relaxed))
+        {
             return Ok(());
         }
         let mut found = self
@@ -164,6 +169,8 @@ impl S3Store {
                 .map_err(state_failed)?;
         }
         let Some(found) = found else {
+            // Nothing recorded: searches look no more; the first write records it.
+            self.searched_unrecorded.store(true, Ordering::Relaxed);
             return Ok(());
         };
         let stored = serde_json::from_slice::<RecordedModel>(&found.body)
@@ -657,6 +664,7 @@ impl MemoryStore for S3Store {
             only.iter().map(index::prefix).collect()
         };
         prefixes.sort();
+        prefixes.dedup();
         let mut keys = Vec::new();
         for prefix in prefixes {
             let after = match from {
@@ -707,7 +715,9 @@ impl MemoryStore for S3Store {
 
     /// Each memory not already in the index: its vector, its index key, and its uses as
     /// this pod's counts (written by the flush that ends the import). A run cut short
-    /// between a memory's write and that flush loses its uses, never doubles them.
+    /// between a memory's write and that flush loses its uses, never doubles them. A memory
+    /// whose vector is there gets its index key again (a run cut short between the two),
+    /// and is counted as held.
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
         self.check_model(true).await?;
         let keys: Vec<String> = (memories.iter())
@@ -716,19 +726,22 @@ impl MemoryStore for S3Store {
         let present = self.vectors.get(&keys).await?;
         let mut written = 0;
         for (p, key) in memories.iter().zip(&keys) {
-            if present.contains_key(key) {
-                continue;
-            }
-            let metadata = vectors::metadata(&p.tenant, &p.memory);
-            vectors::check_budget(&metadata)?;
             let index_key = index::key(&p.tenant, &p.memory).ok_or_else(|| {
                 StoreError::unavailable("S3", format!("{} is not a ULID", p.memory.id))
             })?;
-            self.vectors.put(key, &p.embedding, &metadata).await?;
+            let held = present.contains_key(key);
+            if !held {
+                let metadata = vectors::metadata(&p.tenant, &p.memory);
+                vectors::check_budget(&metadata)?;
+                self.vectors.put(key, &p.embedding, &metadata).await?;
+            }
             (self.objects)
                 .put(&index_key, Vec::new(), Condition::Always)
                 .await
                 .map_err(state_failed)?;
+            if held {
+                continue;
+            }
             if p.memory.access_count > 0 {
                 let last = p.memory.last_accessed_at.unwrap_or(p.memory.created_at);
                 (self.counters).record_uses(&p.tenant, &p.memory.id, p.memory.access_count, last);

@@ -106,6 +106,41 @@ async fn memories_move_out_and_in_whole() {
     suite::run_portable(fresh).await;
 }
 
+/// An import cut short between a memory's vector and its index key is finished by the
+/// next one: the key is written again, and the memory counts as held.
+#[tokio::test]
+async fn a_second_import_writes_the_index_key_a_first_one_missed() {
+    let source = fresh().await;
+    let m = store_one(
+        &source,
+        "acme",
+        note("a fact", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let exported = source
+        .export(&[], crate::memory::now_ms(), None, 10)
+        .await
+        .unwrap();
+    let target = fresh().await;
+    assert_eq!(target.import(&exported.memories).await.unwrap(), 1);
+    let key = index_keys(&target, "acme").await.remove(0);
+    target.objects.delete(&[key]).await.unwrap();
+    assert!(
+        target
+            .list(&tenant("acme"), &seen_from(None), None, None, 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(target.import(&exported.memories).await.unwrap(), 0);
+    let listed = target
+        .list(&tenant("acme"), &seen_from(None), None, None, 5)
+        .await
+        .unwrap();
+    assert_eq!(listed.iter().map(|l| &l.id).collect::<Vec<_>>(), [&m.id]);
+}
+
 #[tokio::test]
 async fn the_index_keeps_to_the_model_it_recorded() {
     let settings = buckets().await;
