@@ -105,6 +105,17 @@ pub struct Model {
     pub dimension: usize,
 }
 
+impl Model {
+    /// The model a store recorded as its `model` and `dimension` values, if it has both.
+    pub fn recorded(name: Option<String>, dimension: Option<String>) -> Option<Model> {
+        let dimension = dimension?.parse().ok()?;
+        Some(Model {
+            name: name?,
+            dimension,
+        })
+    }
+}
+
 impl fmt::Display for Model {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}, {}d", self.name, self.dimension)

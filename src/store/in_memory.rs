@@ -208,15 +208,13 @@ impl MemoryStore for InMemoryStore {
                 embedding: e.clone(),
             })
             .collect();
-        let key = |p: &Portable| format!("{}\n{}", p.tenant.as_str(), p.memory.id);
-        all.sort_by_key(key);
-        all.retain(|p| from.is_none_or(|f| key(p).as_str() > f));
+        all.sort_by(|a, b| {
+            (a.tenant.as_str(), &a.memory.id).cmp(&(b.tenant.as_str(), &b.memory.id))
+        });
+        let (after_tenant, after_id) = Exported::after_tenant_and_id(from);
+        all.retain(|p| (p.tenant.as_str(), p.memory.id.as_str()) > (after_tenant, after_id));
         all.truncate(limit);
-        let next = (all.len() == limit).then(|| all.last().map(key)).flatten();
-        Ok(Exported {
-            memories: all,
-            next,
-        })
+        Ok(Exported::by_tenant_and_id(all, limit))
     }
 
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {

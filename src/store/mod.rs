@@ -90,6 +90,36 @@ pub struct Exported {
     pub next: Option<String>,
 }
 
+impl Exported {
+    /// A page of a store that exports in (tenant, id) order, whose cursor is the last
+    /// tenant and id a newline apart: there may be more when the page is full.
+    pub fn by_tenant_and_id(memories: Vec<Portable>, limit: usize) -> Exported {
+        let next = (memories.len() == limit)
+            .then(|| memories.last())
+            .flatten()
+            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
+        Exported { memories, next }
+    }
+
+    /// Where such a store's page starts: after the cursor's tenant and id, or after
+    /// ('', ''), before every tenant (so a page is always a range of the key).
+    pub fn after_tenant_and_id(from: Option<&str>) -> (&str, &str) {
+        from.and_then(|f| f.split_once('\n')).unwrap_or(("", ""))
+    }
+}
+
+/// `Dimension` for the first of `memories` whose vector is not `width` wide.
+pub fn check_widths(memories: &[Portable], width: usize) -> Result<(), StoreError> {
+    match memories.iter().find(|p| p.embedding.len() != width) {
+        Some(wrong) => Err(StoreError::Dimension {
+            location: format!("the memory {}", wrong.memory.id),
+            stored: wrong.embedding.len(),
+            configured: width,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Every operation takes the tenant, then what the caller may see, then its own arguments.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {

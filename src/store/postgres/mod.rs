@@ -365,13 +365,7 @@ async fn recorded_model(conn: &mut sqlx::PgConnection) -> Result<Option<Model>, 
             .fetch_all(&mut *conn)
             .await?;
     let value = |key: &str| rows.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
-    Ok(match (value("model"), value("dimension")) {
-        (Some(name), Some(dimension)) => dimension
-            .parse()
-            .ok()
-            .map(|dimension| Model { name, dimension }),
-        _ => None,
-    })
+    Ok(Model::recorded(value("model"), value("dimension")))
 }
 
 impl PostgresStore {
@@ -704,9 +698,7 @@ impl MemoryStore for PostgresStore {
         limit: usize,
     ) -> Result<Exported, StoreError> {
         let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
-        // The first page starts after ('', ''), before every tenant: always a range of the
-        // primary key.
-        let from = from.and_then(|f| f.split_once('\n')).unwrap_or(("", ""));
+        let from = Exported::after_tenant_and_id(from);
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS}, embedding, tenant_id FROM memories \
              WHERE (cardinality($1::text[]) = 0 OR tenant_id = ANY($1)) \
@@ -732,23 +724,13 @@ impl MemoryStore for PostgresStore {
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(failed)?;
-        let next = (memories.len() == limit)
-            .then(|| memories.last())
-            .flatten()
-            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
-        Ok(Exported { memories, next })
+        Ok(Exported::by_tenant_and_id(memories, limit))
     }
 
     /// One transaction for the batch; the trigger moves each tenant written, so every
     /// replica's index of it is rebuilt at its next search.
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
-        if let Some(wrong) = memories.iter().find(|p| p.embedding.len() != self.width) {
-            return Err(StoreError::Dimension {
-                location: format!("the memory {}", wrong.memory.id),
-                stored: wrong.embedding.len(),
-                configured: self.width,
-            });
-        }
+        super::check_widths(memories, self.width)?;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         self.check_model(&mut tx).await?;
         let mut written = 0;

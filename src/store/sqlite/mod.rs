@@ -186,13 +186,7 @@ fn recorded_model(conn: &Connection) -> rusqlite::Result<Option<Model>> {
             .query_row([key], |r| r.get::<_, String>(0))
             .optional()
     };
-    Ok(match (read("model")?, read("dimension")?) {
-        (Some(name), Some(dimension)) => dimension
-            .parse()
-            .ok()
-            .map(|dimension| Model { name, dimension }),
-        _ => None,
-    })
+    Ok(Model::recorded(read("model")?, read("dimension")?))
 }
 
 impl SqliteStore {
@@ -662,13 +656,10 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Exported, StoreError> {
         let only: Vec<&str> = only.iter().map(Tenant::as_str).collect();
         let only = serde_json::to_string(&only).unwrap_or_else(|_| "[]".into());
-        // The first page starts after ('', ''), before every tenant: always a range of the
-        // primary key (an optional cursor made SQLite scan the table for every page).
-        let (after_tenant, after_id) = from
-            .and_then(|f| f.split_once('\n'))
-            .map_or((String::new(), String::new()), |(t, i)| {
-                (t.to_owned(), i.to_owned())
-            });
+        // Always a range of the primary key: an optional cursor made SQLite scan the table
+        // for every page.
+        let (after_tenant, after_id) = Exported::after_tenant_and_id(from);
+        let (after_tenant, after_id) = (after_tenant.to_owned(), after_id.to_owned());
         let memories = self
             .with_conn(move |conn, _, _| {
                 let mut stmt = conn.prepare_cached(&format!(
@@ -692,21 +683,11 @@ impl MemoryStore for SqliteStore {
                 rows.collect::<rusqlite::Result<Vec<_>>>()
             })
             .await?;
-        let next = (memories.len() == limit)
-            .then(|| memories.last())
-            .flatten()
-            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
-        Ok(Exported { memories, next })
+        Ok(Exported::by_tenant_and_id(memories, limit))
     }
 
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
-        if let Some(wrong) = memories.iter().find(|p| p.embedding.len() != self.width) {
-            return Err(StoreError::Dimension {
-                location: format!("the memory {}", wrong.memory.id),
-                stored: wrong.embedding.len(),
-                configured: self.width,
-            });
-        }
+        super::check_widths(memories, self.width)?;
         let memories = memories.to_vec();
         let recorded = Arc::clone(&self.model);
         self.with_conn(move |conn, _, _| {
