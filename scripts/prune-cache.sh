@@ -7,8 +7,8 @@ set -euo pipefail
 target="${CARGO_TARGET_DIR:-$HOME/.cache/mcp-memory/target}"
 for deps in "$target"/debug/deps "$target"/release/deps; do
   [ -d "$deps" ] || continue
-  find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%f\n' \
-    | sed 's/-[0-9a-f]*$//' | sort -u | while read -r name; do
-      (cd "$deps" && ls -t "$name"-* | grep -v '\.' | tail -n +3 | xargs -r rm -f)
-    done
+  find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' \
+    | sort -rn \
+    | awk -v dir="$deps" '{ name = $2; sub(/-[0-9a-f]+$/, "", name); if (++seen[name] > 2) print dir "/" $2 }' \
+    | xargs -r rm -f
 done
