@@ -31,6 +31,9 @@ use crate::search::cache::{self, Slot, TenantCache, Version};
 use crate::search::{self, Entry, Found, Query, SearchIndex};
 use versions::Database;
 
+/// Memories an import writes per statement.
+const IMPORT_ROWS: usize = 250;
+
 /// Serialises schema work across every replica booting at once.
 const SCHEMA_LOCK: i64 = 7_304_592_118_001;
 
@@ -733,42 +736,44 @@ impl MemoryStore for PostgresStore {
         super::check_widths(memories, self.width)?;
         let mut tx = self.pool.begin().await.map_err(failed)?;
         self.check_model(&mut tx).await?;
+        // One multi-row statement per batch (16 values a row, far below the protocol's
+        // 65,535): one round trip instead of one per memory.
         let mut written = 0;
-        for Portable {
-            tenant,
-            memory: m,
-            embedding,
-        } in memories
-        {
-            written += sqlx::query(
+        for rows in memories.chunks(IMPORT_ROWS) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
                 "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
                  created_at, scope, conversation, trust_base, embedding, access_count, \
-                 last_accessed_at, terms, replaces, expires_at) VALUES ($1, $2, $3, $4, $5, $6, \
-                 to_timestamp($7::double precision / 1000), $8, $9, $10, $11, $12, \
-                 to_timestamp($13::double precision / 1000), $14, $15, \
-                 to_timestamp($16::double precision / 1000)) \
-                 ON CONFLICT (tenant_id, id) DO NOTHING",
-            )
-            .bind(tenant.as_str())
-            .bind(&m.id)
-            .bind(&m.content)
-            .bind(m.memory_type.as_str())
-            .bind(m.category.as_deref())
-            .bind(&m.tags)
-            .bind(m.created_at as f64)
-            .bind(m.scope.as_str())
-            .bind(m.conversation.as_ref().map(Conversation::as_str))
-            .bind(m.trust_base)
-            .bind(pgvector::Vector::from(embedding.clone()))
-            .bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
-            .bind(m.last_accessed_at.map(|at| at as f64))
-            .bind(search::terms(&m.content))
-            .bind(m.replaces.as_deref())
-            .bind(m.expires_at.map(|at| at as f64))
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?
-            .rows_affected() as usize;
+                 last_accessed_at, terms, replaces, expires_at) ",
+            );
+            let ms = |at: i64| at as f64 / 1000.0;
+            insert.push_values(rows, |mut row, p| {
+                let m = &p.memory;
+                row.push_bind(p.tenant.as_str())
+                    .push_bind(&m.id)
+                    .push_bind(&m.content)
+                    .push_bind(m.memory_type.as_str())
+                    .push_bind(m.category.as_deref())
+                    .push_bind(&m.tags)
+                    .push("to_timestamp(")
+                    .push_bind_unseparated(ms(m.created_at))
+                    .push_unseparated(")")
+                    .push_bind(m.scope.as_str())
+                    .push_bind(m.conversation.as_ref().map(Conversation::as_str))
+                    .push_bind(m.trust_base)
+                    .push_bind(pgvector::Vector::from(p.embedding.clone()))
+                    .push_bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
+                    .push("to_timestamp(")
+                    .push_bind_unseparated(m.last_accessed_at.map(ms))
+                    .push_unseparated(")")
+                    .push_bind(search::terms(&m.content))
+                    .push_bind(m.replaces.as_deref())
+                    .push("to_timestamp(")
+                    .push_bind_unseparated(m.expires_at.map(ms))
+                    .push_unseparated(")");
+            });
+            insert.push(" ON CONFLICT (tenant_id, id) DO NOTHING");
+            written +=
+                (insert.build().execute(&mut *tx).await.map_err(failed)?).rows_affected() as usize;
         }
         tx.commit().await.map_err(failed)?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
