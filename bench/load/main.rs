@@ -295,6 +295,23 @@ impl Bench {
         }
     }
 
+    /// Writes `rows` straight into the store at `url`, as `seed.rs` does for each backend.
+    async fn seed(
+        backend: Backend,
+        url: &str,
+        rows: impl Iterator<Item = seed::Row>,
+        width: usize,
+    ) {
+        match backend {
+            Backend::Sqlite => seed::sqlite(
+                std::path::Path::new(url.strip_prefix("sqlite:").unwrap()),
+                rows,
+                width,
+            ),
+            Backend::Postgres => seed::postgres(url, rows, width).await,
+        }
+    }
+
     async fn fresh_store(&self, backend: Backend, name: &str) -> String {
         match backend {
             Backend::Sqlite => format!(
@@ -349,14 +366,7 @@ impl Bench {
         let tenants: Vec<String> = (0..shape.tenants).map(|t| format!("load-{t}")).collect();
         let began = std::time::Instant::now();
         let rows = seed::rows(&tenants, shape.per_tenant, shape.width);
-        match backend {
-            Backend::Sqlite => seed::sqlite(
-                std::path::Path::new(url.strip_prefix("sqlite:").unwrap()),
-                rows,
-                shape.width,
-            ),
-            Backend::Postgres => seed::postgres(&url, rows, shape.width).await,
-        }
+        Bench::seed(backend, &url, rows, shape.width).await;
         let seeded = began.elapsed();
         let env = self.env(&url, shape.width, model);
         // The first boot indexes a seeded SQLite file's words; the one measured is the next.

@@ -59,14 +59,7 @@ impl Bench {
             let source = self.fresh_store(*backend, "portable-source").await;
             let tenants: Vec<String> = (0..TENANTS).map(|t| format!("load-{t}")).collect();
             let rows = seed::rows(&tenants, PER_TENANT, 384);
-            match backend {
-                Backend::Sqlite => seed::sqlite(
-                    std::path::Path::new(source.strip_prefix("sqlite:").unwrap()),
-                    rows,
-                    384,
-                ),
-                Backend::Postgres => seed::postgres(&source, rows, 384).await,
-            }
+            Bench::seed(*backend, &source, rows, 384).await;
             // Opened once first: the seed leaves out the rows' terms, which the first open of
             // the store adds, and that is not the export's time.
             timed(&self.env(&source, 384, None), &["--check-config"], "");

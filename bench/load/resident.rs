@@ -91,14 +91,7 @@ impl Bench {
             }
             row
         });
-        match backend {
-            Backend::Sqlite => seed::sqlite(
-                std::path::Path::new(url.strip_prefix("sqlite:").unwrap()),
-                rows,
-                384,
-            ),
-            Backend::Postgres => seed::postgres(&url, rows, 384).await,
-        }
+        Bench::seed(backend, &url, rows, 384).await;
         let mut env = self.env(&url, 384, None);
         if let Some(mb) = case.budget_mb {
             env.push(("INDEX_BUDGET_MB", mb.to_string()));

@@ -59,10 +59,7 @@ pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) ->
     };
     let mut lines = lines.peekable();
     while let Some(line) = lines.next() {
-        let parsed = line
-            .and_then(|l| serde_json::from_str::<Line>(&l).map_err(|e| e.to_string()))
-            .and_then(|l| l.into_portable(checked.dimension));
-        match parsed {
+        match memory(line, checked.dimension) {
             Ok(memory) => batch.push(memory),
             Err(message) => {
                 eprintln!("the file changed while it was imported: {message}");
@@ -163,23 +160,17 @@ fn check(
             bad.push(format!("line {number}: {message}; the check stopped there"));
             break;
         }
-        let checked = line
-            .and_then(|l| {
-                serde_json::from_str::<Line>(&l).map_err(|e| format!("invalid JSON: {e}"))
-            })
-            .and_then(|l| l.into_portable(header.dimension))
-            .and_then(|p| {
-                let key =
-                    std::hash::BuildHasher::hash_one(&hasher, (p.tenant.as_str(), &p.memory.id));
-                match seen.insert(key) {
-                    true => Ok(()),
-                    false => Err(format!(
-                        "id: {} of tenant {} is in the file twice",
-                        p.memory.id,
-                        p.tenant.as_str()
-                    )),
-                }
-            });
+        let checked = memory(line, header.dimension).and_then(|p| {
+            let key = std::hash::BuildHasher::hash_one(&hasher, (p.tenant.as_str(), &p.memory.id));
+            match seen.insert(key) {
+                true => Ok(()),
+                false => Err(format!(
+                    "id: {} of tenant {} is in the file twice",
+                    p.memory.id,
+                    p.tenant.as_str()
+                )),
+            }
+        });
         match checked {
             Ok(()) => memories += 1,
             Err(message) => {
@@ -203,6 +194,12 @@ fn check(
         memories,
         dimension: header.dimension,
     })
+}
+
+/// The memory a line of the file holds, checked (`Line::into_portable`).
+fn memory(line: Result<String, String>, dimension: usize) -> Result<Portable, String> {
+    let line: Line = serde_json::from_str(&line?).map_err(|e| format!("invalid JSON: {e}"))?;
+    line.into_portable(dimension)
 }
 
 /// Every memory of `batch` with a vector of the configured embedder, a few at a time; a

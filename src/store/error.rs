@@ -77,6 +77,23 @@ impl StoreError {
         }
     }
 
+    /// `OtherModel` when `stored`, the model `location` recorded, is not `configured`; a
+    /// store that recorded none holds no vectors of another model.
+    pub fn unless_same_model(
+        location: &str,
+        stored: Option<Model>,
+        configured: &Model,
+    ) -> Result<(), StoreError> {
+        match stored {
+            Some(stored) if stored != *configured => Err(StoreError::OtherModel {
+                location: location.to_owned(),
+                stored,
+                configured: configured.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     pub fn timed_out(what: impl Into<String>, cause: impl Into<Cause>) -> StoreError {
         StoreError::TimedOut {
             what: what.into(),

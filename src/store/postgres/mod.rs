@@ -318,13 +318,8 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         let recorded = recorded_model(&mut tx).await.map_err(failed)?;
-        if let Some(stored) = recorded.clone().filter(|m| *m != self.model) {
-            return Err(StoreError::OtherModel {
-                location: format!("the database {}", self.location),
-                stored,
-                configured: self.model.clone(),
-            });
-        }
+        let location = format!("the database {}", self.location);
+        StoreError::unless_same_model(&location, recorded.clone(), &self.model)?;
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
             return Err(StoreError::Dimension {
                 location: format!("the database {}", self.location),
@@ -361,6 +356,47 @@ impl PostgresStore {
     }
 }
 
+/// A memory to write: its tenant, the memory whole, its vector and its terms.
+type NewRow<'a> = (&'a str, &'a Memory, &'a [f32], Vec<String>);
+
+/// One statement writing `rows` whole, their uses and times as they hold them; a caller may
+/// add an `ON CONFLICT` clause.
+fn insert<'a>(
+    rows: impl IntoIterator<Item = NewRow<'a>>,
+) -> sqlx::QueryBuilder<'a, sqlx::Postgres> {
+    let mut insert = sqlx::QueryBuilder::new(
+        "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
+         scope, conversation, trust_base, embedding, access_count, last_accessed_at, terms, \
+         replaces, expires_at) ",
+    );
+    let seconds = |ms: i64| ms as f64 / 1000.0;
+    insert.push_values(rows, |mut row, (tenant, m, embedding, terms)| {
+        row.push_bind(tenant)
+            .push_bind(&m.id)
+            .push_bind(&m.content)
+            .push_bind(m.memory_type.as_str())
+            .push_bind(m.category.as_deref())
+            .push_bind(&m.tags)
+            .push("to_timestamp(")
+            .push_bind_unseparated(seconds(m.created_at))
+            .push_unseparated(")")
+            .push_bind(m.scope.as_str())
+            .push_bind(m.conversation.as_ref().map(Conversation::as_str))
+            .push_bind(m.trust_base)
+            .push_bind(pgvector::Vector::from(embedding.to_vec()))
+            .push_bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
+            .push("to_timestamp(")
+            .push_bind_unseparated(m.last_accessed_at.map(seconds))
+            .push_unseparated(")")
+            .push_bind(terms)
+            .push_bind(m.replaces.as_deref())
+            .push("to_timestamp(")
+            .push_bind_unseparated(m.expires_at.map(seconds))
+            .push_unseparated(")");
+    });
+    insert
+}
+
 /// The model the database's vectors come from, as its first write recorded it.
 async fn recorded_model(conn: &mut sqlx::PgConnection) -> Result<Option<Model>, sqlx::Error> {
     let rows: Vec<(String, String)> =
@@ -387,14 +423,9 @@ impl PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(failed)?;
-        match recorded_model(tx).await.map_err(failed)? {
-            Some(stored) if stored != self.model => Err(StoreError::OtherModel {
-                location: format!("the database {}", self.location),
-                stored,
-                configured: self.model.clone(),
-            }),
-            _ => Ok(()),
-        }
+        let recorded = recorded_model(tx).await.map_err(failed)?;
+        let location = format!("the database {}", self.location);
+        StoreError::unless_same_model(&location, recorded, &self.model)
     }
 }
 
@@ -504,28 +535,11 @@ impl MemoryStore for PostgresStore {
             return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
         }
         let terms = search::terms(&memory.content);
-        sqlx::query(
-            "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-             scope, conversation, trust_base, embedding, terms, replaces, expires_at) VALUES ($1, \
-             $2, $3, $4, $5, $6, to_timestamp($7::double precision / 1000), $8, $9, 1, $10, $11, \
-             $12, to_timestamp($13::double precision / 1000))",
-        )
-        .bind(tenant.as_str())
-        .bind(&memory.id)
-        .bind(&memory.content)
-        .bind(memory.memory_type.as_str())
-        .bind(memory.category.as_deref())
-        .bind(&memory.tags)
-        .bind(memory.created_at as f64)
-        .bind(memory.scope.as_str())
-        .bind(memory.conversation.as_ref().map(Conversation::as_str))
-        .bind(pgvector::Vector::from(embedding.to_vec()))
-        .bind(&terms)
-        .bind(memory.replaces.as_deref())
-        .bind(memory.expires_at.map(|at| at as f64))
-        .execute(&mut *write.tx)
-        .await
-        .map_err(failed)?;
+        let memory = memory.into_memory();
+        let row = (tenant.as_str(), &memory, embedding, terms.clone());
+        (insert([row]).build().execute(&mut *write.tx))
+            .await
+            .map_err(failed)?;
         if let Some(id) = &memory.replaces {
             sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant.as_str())
@@ -536,7 +550,6 @@ impl MemoryStore for PostgresStore {
         }
         write.tx.commit().await.map_err(failed)?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
-        let memory = memory.into_memory();
         // The trigger moved the tenant one version on for each row written or deleted.
         let to = from + 1 + i64::from(memory.replaces.is_some());
         (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
@@ -740,37 +753,11 @@ impl MemoryStore for PostgresStore {
         // 65,535): one round trip instead of one per memory.
         let mut written = 0;
         for rows in memories.chunks(IMPORT_ROWS) {
-            let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-                "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
-                 created_at, scope, conversation, trust_base, embedding, access_count, \
-                 last_accessed_at, terms, replaces, expires_at) ",
-            );
-            let ms = |at: i64| at as f64 / 1000.0;
-            insert.push_values(rows, |mut row, p| {
-                let m = &p.memory;
-                row.push_bind(p.tenant.as_str())
-                    .push_bind(&m.id)
-                    .push_bind(&m.content)
-                    .push_bind(m.memory_type.as_str())
-                    .push_bind(m.category.as_deref())
-                    .push_bind(&m.tags)
-                    .push("to_timestamp(")
-                    .push_bind_unseparated(ms(m.created_at))
-                    .push_unseparated(")")
-                    .push_bind(m.scope.as_str())
-                    .push_bind(m.conversation.as_ref().map(Conversation::as_str))
-                    .push_bind(m.trust_base)
-                    .push_bind(pgvector::Vector::from(p.embedding.clone()))
-                    .push_bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
-                    .push("to_timestamp(")
-                    .push_bind_unseparated(m.last_accessed_at.map(ms))
-                    .push_unseparated(")")
-                    .push_bind(search::terms(&m.content))
-                    .push_bind(m.replaces.as_deref())
-                    .push("to_timestamp(")
-                    .push_bind_unseparated(m.expires_at.map(ms))
-                    .push_unseparated(")");
+            let rows = (rows.iter()).map(|p| {
+                let terms = search::terms(&p.memory.content);
+                (p.tenant.as_str(), &p.memory, p.embedding.as_slice(), terms)
             });
+            let mut insert = insert(rows);
             insert.push(" ON CONFLICT (tenant_id, id) DO NOTHING");
             written +=
                 (insert.build().execute(&mut *tx).await.map_err(failed)?).rows_affected() as usize;

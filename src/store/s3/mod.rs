@@ -179,13 +179,8 @@ impl S3Store {
                 dimension: r.dimension,
             })
             .map_err(|e| StoreError::unavailable("S3: the recorded model is unreadable", e))?;
-        if stored != self.model {
-            return Err(StoreError::OtherModel {
-                location: format!("S3 Vectors {}", self.vectors.describe()),
-                stored,
-                configured: self.model.clone(),
-            });
-        }
+        let location = format!("S3 Vectors {}", self.vectors.describe());
+        StoreError::unless_same_model(&location, Some(stored), &self.model)?;
         self.model_checked.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -265,8 +260,8 @@ impl S3Store {
     fn alive(&self, entries: impl IntoIterator<Item = Entry>, at: i64) -> Vec<Entry> {
         let (expired, alive): (Vec<Entry>, Vec<Entry>) =
             (entries.into_iter()).partition(|e| memory::expired(e.expires_at, at));
-        let vector_keys = expired.iter().map(vector_key_of).collect();
-        self.discard(vector_keys, expired.into_iter().map(|e| e.key).collect());
+        let (vector_keys, index_keys) = keys_of(expired);
+        self.discard(vector_keys, index_keys);
         alive
     }
 
@@ -416,6 +411,12 @@ fn with_usage(mut memory: Memory, tally: &Tally) -> Memory {
             .map(|t| t.timestamp_millis());
     }
     memory
+}
+
+/// Each entry's memory as its vector keys and its index keys, to delete.
+fn keys_of(entries: Vec<Entry>) -> (Vec<String>, Vec<String>) {
+    let vector_keys = entries.iter().map(vector_key_of).collect();
+    (vector_keys, entries.into_iter().map(|e| e.key).collect())
 }
 
 /// The vector key of the memory an index entry lists.
@@ -772,8 +773,7 @@ impl MemoryStore for S3Store {
         } else {
             keys.last().cloned()
         };
-        let vector_keys: Vec<String> = expired.iter().map(vector_key_of).collect();
-        let index_keys: Vec<String> = expired.into_iter().map(|e| e.key).collect();
+        let (vector_keys, index_keys) = keys_of(expired);
         delete_expired(&self.vectors, &*self.objects, &vector_keys, &index_keys).await?;
         *lock(&self.sweep_from) = next;
         Ok(index_keys.len())

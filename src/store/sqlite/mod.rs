@@ -163,14 +163,12 @@ impl Recorded {
             "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
             params![self.model.name, self.model.dimension.to_string()],
         )?;
-        Ok(match recorded_model(tx)? {
-            Some(stored) if stored != self.model => Err(StoreError::OtherModel {
-                location: self.location.clone(),
-                stored,
-                configured: self.model.clone(),
-            }),
-            _ => Ok(()),
-        })
+        let recorded = recorded_model(tx)?;
+        Ok(StoreError::unless_same_model(
+            &self.location,
+            recorded,
+            &self.model,
+        ))
     }
 
     /// After the write committed.
@@ -223,13 +221,7 @@ impl SqliteStore {
             .map_err(failed)?;
         let location = path.display().to_string();
         let recorded = recorded_model(&conn).map_err(failed)?;
-        if let Some(stored) = recorded.clone().filter(|m| m != model) {
-            return Err(StoreError::OtherModel {
-                location,
-                stored,
-                configured: model.clone(),
-            });
-        }
+        StoreError::unless_same_model(&location, recorded.clone(), model)?;
         if let Some(width) = stored_width.filter(|w| *w != dimension) {
             return Err(StoreError::Dimension {
                 location,
@@ -333,6 +325,43 @@ fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
     })
 }
 
+/// Writes `memory` of `tenant` whole, its uses and times as it holds them, with `verb`
+/// (`INSERT`, or `INSERT OR IGNORE` to keep a memory the file already holds); how many
+/// rows it wrote.
+fn insert(
+    tx: &Connection,
+    verb: &str,
+    tenant: &str,
+    m: &Memory,
+    embedding: &[f32],
+    terms: &[String],
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(&format!(
+        "{verb} INTO memories (tenant_id, id, content, memory_type, category, tags, \
+         created_at, scope, conversation, trust_base, embedding, access_count, \
+         last_accessed_at, terms, replaces, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+         ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+    ))?
+    .execute(params![
+        tenant,
+        m.id,
+        m.content,
+        m.memory_type.as_str(),
+        m.category,
+        serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
+        m.created_at,
+        m.scope.as_str(),
+        m.conversation.as_ref().map(|c| c.as_str()),
+        m.trust_base,
+        to_blob(embedding),
+        i64::try_from(m.access_count).unwrap_or(i64::MAX),
+        m.last_accessed_at,
+        terms.join(" "),
+        m.replaces,
+        m.expires_at,
+    ])
+}
+
 /// Brings a file an older release wrote up to date: the columns it lacks (`terms` came
 /// with keyword recall, `replaces` with corrections, `expires_at` with expiry), the index
 /// the expiry sweep reads, and every memory's terms.
@@ -421,26 +450,8 @@ impl MemoryStore for SqliteStore {
                 ))));
             }
             let terms = search::terms(&memory.content);
-            tx.execute(
-                "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, \
-                 created_at, scope, conversation, trust_base, embedding, terms, replaces, \
-                 expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12, ?13)",
-                params![
-                    tenant,
-                    memory.id,
-                    memory.content,
-                    memory.memory_type.as_str(),
-                    memory.category,
-                    serde_json::to_string(&memory.tags).unwrap_or_else(|_| "[]".into()),
-                    memory.created_at,
-                    memory.scope.as_str(),
-                    memory.conversation.as_ref().map(|c| c.as_str()),
-                    to_blob(&embedding),
-                    terms.join(" "),
-                    memory.replaces,
-                    memory.expires_at,
-                ],
-            )?;
+            let memory = memory.into_memory();
+            insert(&tx, "INSERT", &tenant, &memory, &embedding, &terms)?;
             if let Some(id) = &memory.replaces {
                 tx.execute(
                     "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
@@ -452,7 +463,6 @@ impl MemoryStore for SqliteStore {
             let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
             recorded.committed();
-            let memory = memory.into_memory();
             indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
                 if let Some(id) = &memory.replaces {
                     index.remove(id);
@@ -696,38 +706,10 @@ impl MemoryStore for SqliteStore {
                 return Ok(Err(refused));
             }
             let mut written = 0;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO memories (tenant_id, id, content, memory_type, \
-                     category, tags, created_at, scope, conversation, trust_base, embedding, \
-                     access_count, last_accessed_at, terms, replaces, expires_at) VALUES (?1, \
-                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                )?;
-                for Portable {
-                    tenant,
-                    memory: m,
-                    embedding,
-                } in &memories
-                {
-                    written += insert.execute(params![
-                        tenant.as_str(),
-                        m.id,
-                        m.content,
-                        m.memory_type.as_str(),
-                        m.category,
-                        serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into()),
-                        m.created_at,
-                        m.scope.as_str(),
-                        m.conversation.as_ref().map(|c| c.as_str()),
-                        m.trust_base,
-                        to_blob(embedding),
-                        i64::try_from(m.access_count).unwrap_or(i64::MAX),
-                        m.last_accessed_at,
-                        search::terms(&m.content).join(" "),
-                        m.replaces,
-                        m.expires_at,
-                    ])?;
-                }
+            for p in &memories {
+                let terms = search::terms(&p.memory.content);
+                let (tenant, verb) = (p.tenant.as_str(), "INSERT OR IGNORE");
+                written += insert(&tx, verb, tenant, &p.memory, &p.embedding, &terms)?;
             }
             tx.commit()?;
             recorded.committed();
