@@ -63,6 +63,15 @@ pub enum Command {
         #[arg(long)]
         reembed: bool,
     },
+    /// Embed every memory of the configured store again with the configured embedder, while
+    /// servers keep answering: SQLite and PostgreSQL in place, switched at once at the end;
+    /// S3 into another index. Stopped, it goes on from where it was when run again.
+    Reembed {
+        /// S3 only: the index of the vector bucket the new vectors go to, created if
+        /// missing (an index's width is fixed)
+        #[arg(long, value_name = "INDEX")]
+        to_index: Option<String>,
+    },
 }
 
 /// The command line and the environment, or the exit code of a refusal (printed here) or

@@ -21,6 +21,9 @@ async fn main() -> ExitCode {
         Some(cli::Command::Import { input, reembed }) => {
             portable::import::run(cli.variables, input, reembed).await
         }
+        Some(cli::Command::Reembed { to_index }) => {
+            portable::reembed::run(cli.variables, to_index).await
+        }
         None if cli.healthcheck => cli::healthcheck(cli.variables.host, cli.variables.port),
         None if cli.check_config => cli::check_config(cli.variables).await,
         None => serve(cli.variables).await,

@@ -280,3 +280,120 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
     );
     assert_eq!(server.terminate().await.code, Some(0));
 }
+
+/// Lists and counts from each caller's view: what no re-embedding may change.
+async fn held(server: &support::process::Running) -> Vec<String> {
+    let mut seen = Vec::new();
+    for headers in [
+        vec![("x-tenant-id", "acme")],
+        vec![("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")],
+        vec![("x-tenant-id", "globex")],
+    ] {
+        seen.push(server.call(&headers, "list_memories", json!({})).await);
+        seen.push(server.call(&headers, "memory_stats", json!({})).await);
+    }
+    seen
+}
+
+#[tokio::test]
+async fn reembed_moves_each_store_to_another_model_under_a_running_server() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let acme = [("x-tenant-id", "acme")];
+    let thread = [("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")];
+    for store in ["sqlite", "postgres", "s3"] {
+        let mut old = env(&stub, &dir.path().join(format!("{store}.db")));
+        match store {
+            "postgres" => {
+                old.insert("DATABASE_URL".into(), postgres_database().await);
+            }
+            "s3" => s3_store(&mut old).await,
+            _ => {}
+        }
+        let server = start(&mut old).await;
+        let deploy = stored_id(
+            &server
+                .call(
+                    &acme,
+                    "remember",
+                    json!({"content": "the deploy pipeline releases on fridays"}),
+                )
+                .await,
+        );
+        for (headers, args) in [
+            (
+                &acme[..],
+                json!({"content": "builds use cargo nextest", "type": "pattern"}),
+            ),
+            (
+                &thread[..],
+                json!({"content": "this thread's plan is canary first", "scope": "conversation"}),
+            ),
+            (
+                &[("x-tenant-id", "globex")][..],
+                json!({"content": "globex deploys with argo"}),
+            ),
+        ] {
+            let stored = server.call(headers, "remember", args).await;
+            assert!(
+                stored.starts_with("[MEMORY] Stored as "),
+                "{store}: {stored}"
+            );
+        }
+        let before = held(&server).await;
+
+        // The same configuration with another model, while the server runs.
+        let mut new = old.clone();
+        new.insert("EMBEDDING_MODEL".into(), "fake-96".into());
+        new.insert("EMBEDDING_DIM".into(), "96".into());
+        let args: &[&str] = match store {
+            "s3" => &["reembed", "--to-index", "wider"],
+            _ => &["reembed"],
+        };
+        let (code, said) = run(&new, args).await;
+        assert_eq!(code, 0, "{store}: {said}");
+        assert!(said.contains("re-embedded 4 memories"), "{store}: {said}");
+        assert!(
+            said.contains("from openai:fake-64, 64d to openai:fake-96, 96d"),
+            "{store}: {said}"
+        );
+        let recall = json!({"query": "deploy pipeline releases"});
+        let (text, failed) = server.call_tool(&acme, "recall", recall.clone()).await;
+        if store == "s3" {
+            // The old index serves on until the servers are moved to the new one.
+            assert!(said.contains("now set VECTOR_INDEX=wider"), "{said}");
+            assert!(!failed && text.contains(&deploy), "{text}");
+            new.insert("VECTOR_INDEX".into(), "wider".into());
+        } else {
+            // Switched: the old model's server refuses, naming both models and the fix.
+            assert!(failed, "{store}: {text}");
+            assert!(
+                text.contains("openai:fake-96, 96d") && text.contains("openai:fake-64, 64d"),
+                "{store}: {text}"
+            );
+            assert!(text.contains("`mcp-memory reembed`"), "{store}: {text}");
+            let (code, said) = run(&new, &["reembed"]).await;
+            assert_eq!(code, 0, "{store}: {said}");
+            assert!(said.contains("nothing to do"), "{store}: {said}");
+            let (code, said) = run(&new, &["reembed", "--to-index", "wider"]).await;
+            assert_ne!(code, 0, "{store}: {said}");
+            assert!(
+                said.contains("--to-index is for S3 Vectors"),
+                "{store}: {said}"
+            );
+        }
+        assert_eq!(server.terminate().await.code, Some(0));
+
+        // A server of the new model holds the same memories, and finds by the new vectors.
+        let renewed = start(&mut new).await;
+        assert_eq!(held(&renewed).await, before, "{store}");
+        let (text, failed) = renewed.call_tool(&acme, "recall", recall).await;
+        assert!(!failed, "{store}: {text}");
+        let first = text
+            .match_indices("[id:")
+            .next()
+            .map(|(i, _)| &text[i + 4..i + 30]);
+        assert_eq!(first, Some(deploy.as_str()), "{store}: {text}");
+        assert_eq!(renewed.terminate().await.code, Some(0));
+    }
+}

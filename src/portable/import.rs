@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::progress::Progress;
 use super::{BATCH, FORMAT, Header, Line, model_of};
 use crate::config::Variables;
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::Embedder;
 use crate::store::Portable;
 
 /// Bad lines reported before the check stops listing them (it still counts them all).
@@ -20,10 +20,6 @@ const REPORTED: usize = 20;
 /// content, escaped at most six-fold, and a vector of thousands of values), so a file
 /// without line breaks is refused instead of read whole.
 const MAX_LINE_BYTES: usize = 4 << 20;
-/// How long `--reembed` waits out a busy local model for one text, in tries of 20 ms.
-const BUSY_TRIES: usize = 500;
-/// Texts embedded at once with `--reembed`.
-const EMBEDDING_AT_ONCE: usize = 16;
 
 pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) -> ExitCode {
     let (embedder, store) = match super::open(variables).await {
@@ -202,29 +198,12 @@ fn memory(line: Result<String, String>, dimension: usize) -> Result<Portable, St
     line.into_portable(dimension)
 }
 
-/// Every memory of `batch` with a vector of the configured embedder, a few at a time; a
-/// busy local model is waited for.
+/// Every memory of `batch` with a vector of the configured embedder.
 async fn embed_again(embedder: &Arc<dyn Embedder>, batch: &mut [Portable]) -> Result<(), String> {
-    for chunk in batch.chunks_mut(EMBEDDING_AT_ONCE) {
-        let mut running = tokio::task::JoinSet::new();
-        for (i, memory) in chunk.iter().enumerate() {
-            let (embedder, text) = (Arc::clone(embedder), memory.memory.content.clone());
-            running.spawn(async move {
-                for _ in 1..BUSY_TRIES {
-                    match embedder.embed(&text).await {
-                        Err(EmbedError::Busy(_)) => {
-                            tokio::time::sleep(std::time::Duration::from_millis(20)).await
-                        }
-                        done => return (i, done),
-                    }
-                }
-                (i, embedder.embed(&text).await)
-            });
-        }
-        while let Some(joined) = running.join_next().await {
-            let (i, embedded) = joined.map_err(|e| e.to_string())?;
-            chunk[i].embedding = embedded.map_err(|e| format!("embedding: {e}"))?;
-        }
+    let texts: Vec<String> = batch.iter().map(|p| p.memory.content.clone()).collect();
+    let vectors = super::embed_all(embedder, texts).await?;
+    for (memory, vector) in batch.iter_mut().zip(vectors) {
+        memory.embedding = vector;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 pub mod export;
 pub mod import;
 mod progress;
+pub mod reembed;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,8 +14,8 @@ use std::sync::Arc;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Variables;
-use crate::embed::{self, Embedder};
+use crate::config::{Config, Variables};
+use crate::embed::{self, EmbedError, Embedder};
 use crate::memory::{Memory, MemoryType, Model, Scope, iso};
 use crate::store::{self, MemoryStore, Portable};
 
@@ -188,6 +189,19 @@ impl Line {
 /// The configured embedder and store, as the server would open them; a refusal is printed
 /// as one line and becomes the exit code.
 async fn open(variables: Variables) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), ExitCode> {
+    let (config, embedder) = configured(variables)?;
+    let store = store::open(&config.store, &embedder.model())
+        .await
+        .map_err(|e| {
+            eprintln!("storage error: {e}");
+            ExitCode::FAILURE
+        })?;
+    Ok((embedder, store))
+}
+
+/// The configuration and the embedder it names; a refusal is printed as one line and
+/// becomes the exit code.
+fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
     let config = variables.resolve().map_err(|message| {
         eprintln!("configuration error: {message}");
         ExitCode::FAILURE
@@ -199,13 +213,44 @@ async fn open(variables: Variables) -> Result<(Arc<dyn Embedder>, Arc<dyn Memory
         eprintln!("embedding model error: {e}");
         ExitCode::FAILURE
     })?;
-    let store = store::open(&config.store, &embedder.model())
-        .await
-        .map_err(|e| {
-            eprintln!("storage error: {e}");
-            ExitCode::FAILURE
-        })?;
-    Ok((embedder, store))
+    Ok((config, embedder))
+}
+
+/// How long embedding waits out a busy local model for one text, in tries of 20 ms.
+const BUSY_TRIES: usize = 500;
+/// Texts embedded at once by `import --reembed` and `reembed`.
+const EMBEDDING_AT_ONCE: usize = 16;
+
+/// The vectors of `texts`, in their order, by the configured embedder, a few at a time; a
+/// busy local model is waited for.
+async fn embed_all(
+    embedder: &Arc<dyn Embedder>,
+    texts: Vec<String>,
+) -> Result<Vec<Vec<f32>>, String> {
+    let mut vectors = vec![Vec::new(); texts.len()];
+    let mut texts = texts.into_iter().enumerate().peekable();
+    while texts.peek().is_some() {
+        let mut running = tokio::task::JoinSet::new();
+        for (i, text) in texts.by_ref().take(EMBEDDING_AT_ONCE) {
+            let embedder = Arc::clone(embedder);
+            running.spawn(async move {
+                for _ in 1..BUSY_TRIES {
+                    match embedder.embed(&text).await {
+                        Err(EmbedError::Busy(_)) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                        }
+                        done => return (i, done),
+                    }
+                }
+                (i, embedder.embed(&text).await)
+            });
+        }
+        while let Some(joined) = running.join_next().await {
+            let (i, embedded) = joined.map_err(|e| e.to_string())?;
+            vectors[i] = embedded.map_err(|e| format!("embedding: {e}"))?;
+        }
+    }
+    Ok(vectors)
 }
 
 /// The model a header names.

@@ -46,6 +46,14 @@ impl Progress {
         }
     }
 
+    /// Starts from `n` done already (by an earlier run).
+    pub fn resume(&mut self, n: u64) {
+        self.done = n;
+        if let Some(bar) = &self.bar {
+            bar.set_position(n);
+        }
+    }
+
     pub fn add(&mut self, n: u64) {
         self.done += n;
         match &self.bar {

@@ -51,9 +51,9 @@ pub enum StoreError {
     /// The store holds vectors another model made (as it recorded at its first write).
     #[error(
         "{location} holds embeddings of {stored}, but this server embeds with {configured}; \
-         configure the model they were made with, or move the memories to a fresh store with \
-         `mcp-memory export`, then `mcp-memory import --reembed` under this configuration — \
-         nothing was altered"
+         configure the model they were made with, or embed them again with `mcp-memory \
+         reembed` under this configuration (or move them to a fresh store with `mcp-memory \
+         export`, then `mcp-memory import --reembed`) — nothing was altered"
     )]
     OtherModel {
         location: String,

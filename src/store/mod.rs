@@ -16,6 +16,7 @@ mod error;
 pub mod in_memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod reembed;
 #[cfg(feature = "s3")]
 pub mod s3;
 mod settings;

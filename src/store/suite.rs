@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use super::reembed::Reembedding;
 use super::{MemoryStore, Portable, Remembered, StoreError};
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
@@ -1344,6 +1345,7 @@ pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, Store
         message.contains("test:directions, 8d") && message.contains("test:another, 8d"),
         "{message}"
     );
+    assert!(message.contains("`mcp-memory reembed`"), "{message}");
     assert!(message.contains("mcp-memory import --reembed"), "{message}");
     // Opened again with the other model, it refuses: at open, or (S3) at the first search.
     match open(theirs.clone()).await {
@@ -1515,5 +1517,226 @@ pub async fn run_portable<S: MemoryStore, F: Future<Output = S>>(make: impl Fn()
             assert_eq!(x.0, y.0);
             assert!((x.1 - y.1).abs() < 1e-6);
         }
+    }
+}
+
+/// A vector of width 12 for a memory of the re-embedding test, along an axis the old
+/// vectors (width 8) never use.
+fn wide(content: &str) -> Vec<f32> {
+    let axis = ["alpha", "beta", "gamma", "delta"]
+        .iter()
+        .position(|c| *c == content)
+        .expect("a memory of the test");
+    let mut v = vec![0.0; 12];
+    v[8 + axis] = 1.0;
+    v
+}
+
+/// Each memory `pending` names, with its vector of the new model, every page from the first.
+async fn embed_pending(run: &dyn Reembedding, page: usize) -> Vec<(String, Vec<f32>)> {
+    let mut staged = Vec::new();
+    let mut from: Option<String> = None;
+    loop {
+        let pending = run.pending(from.as_deref(), page).await.unwrap();
+        let vectors: Vec<(String, Vec<f32>)> = (pending.memories.iter())
+            .map(|m| (m.key.clone(), wide(&m.content)))
+            .collect();
+        run.stage(&vectors).await.unwrap();
+        staged.extend(vectors);
+        match pending.next {
+            Some(next) => from = Some(next),
+            None => return staged,
+        }
+    }
+}
+
+/// `mcp-memory reembed` from the model of width 8 to one of width 12. `open(model)` opens
+/// the store as a server of that model would, `reembedder()` opens it for a re-embedding;
+/// `in_place` stores switch their vectors (SQLite, PostgreSQL), S3 copies them to another
+/// index, which `open` opens for the new model.
+pub async fn run_reembed<S, F, G>(
+    open: impl Fn(crate::memory::Model) -> F,
+    reembedder: impl Fn() -> G,
+    in_place: bool,
+) where
+    S: MemoryStore,
+    F: Future<Output = Result<S, StoreError>>,
+    G: Future<Output = Box<dyn Reembedding>>,
+{
+    use super::reembed::{Plan, Switched};
+    let (old, new) = (
+        model(8),
+        crate::memory::Model {
+            name: "test:wider".into(),
+            dimension: 12,
+        },
+    );
+    let (acme, globex, chat) = (tenant("acme"), tenant("globex"), Some("chat:1"));
+    let server = open(old.clone()).await.unwrap();
+    let first = |content: &str, at: i64, conversation: Option<&str>| {
+        let scope = match conversation {
+            Some(_) => Scope::Conversation,
+            None => Scope::Project,
+        };
+        note(content, at, scope, conversation)
+    };
+    let a = store_one(
+        &server,
+        "acme",
+        first("alpha", T0, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let b = store_one(
+        &server,
+        "acme",
+        first("beta", T0 + 1, chat),
+        &direction(1, 0.0),
+    )
+    .await;
+    let c = store_one(
+        &server,
+        "globex",
+        first("gamma", T0 + 2, None),
+        &direction(2, 0.0),
+    )
+    .await;
+
+    let run = reembedder().await;
+    let plan = run.begin(&new).await.unwrap();
+    assert_eq!(plan.recorded, Some(old.clone()));
+    if in_place {
+        assert_eq!((plan.total, plan.staged), (Some(3), 0));
+    }
+    let page = run.pending(None, 1).await.unwrap();
+    assert_eq!(page.memories.len(), 1);
+    assert!(page.next.is_some(), "a full page says there may be more");
+    let vectors: Vec<_> = (page.memories.iter())
+        .map(|m| (m.key.clone(), wide(&m.content)))
+        .collect();
+    run.stage(&vectors).await.unwrap();
+    drop(run);
+
+    // The run stopped; the next one goes on with the two memories left.
+    let run = reembedder().await;
+    let plan = run.begin(&new).await.unwrap();
+    if in_place {
+        assert_eq!(
+            plan,
+            Plan {
+                recorded: Some(old.clone()),
+                total: Some(3),
+                staged: 1
+            }
+        );
+    }
+    let rest = embed_pending(&*run, 1).await;
+    assert_eq!(rest.len(), 2, "each memory is embedded once");
+    assert!(!rest.iter().any(|(key, _)| *key == vectors[0].0));
+
+    // A server writes meanwhile, and answers with the old vectors until the switch.
+    let d = store_one(
+        &server,
+        "acme",
+        first("delta", T0 + 3, None),
+        &direction(3, 0.0),
+    )
+    .await;
+    let (server, acme_ref) = (&server, &acme);
+    let old_nearest = move |vector: Vec<f32>| async move {
+        nearest(server, acme_ref, &seen_from(chat), &vector, 5).await
+    };
+    assert_eq!(
+        old_nearest(direction(1, 0.0)).await.unwrap()[0].memory.id,
+        b.id
+    );
+    if in_place {
+        // The write since makes the switch wait, and change nothing.
+        assert_eq!(run.switch(&new).await.unwrap(), Switched::Behind(1));
+        assert_eq!(
+            old_nearest(direction(3, 0.0)).await.unwrap()[0].memory.id,
+            d.id
+        );
+        assert_eq!(embed_pending(&*run, 10).await.len(), 1);
+        assert_eq!(run.switch(&new).await.unwrap(), Switched::Done);
+        // The old model's server now refuses to search or write, naming both models.
+        let refused = old_nearest(direction(0, 0.0)).await.unwrap_err();
+        let names_both = |e: &StoreError| {
+            matches!(e, StoreError::OtherModel { stored, configured, .. }
+                if *stored == new && *configured == old)
+        };
+        assert!(names_both(&refused), "{refused}");
+        let refused = (server.remember(
+            &acme,
+            &seen_from(None),
+            first("epsilon", T0 + 4, None),
+            &direction(4, 0.0),
+        ))
+        .await
+        .unwrap_err();
+        assert!(names_both(&refused), "{refused}");
+        match open(old.clone()).await {
+            Err(e) => assert!(names_both(&e), "{e}"),
+            Ok(_) => panic!("a store of the new model opened for the old"),
+        }
+    } else {
+        // Copied to a new index: the old one serves on, and a second run copies what was
+        // written through it meanwhile.
+        assert_eq!(run.switch(&new).await.unwrap(), Switched::Done);
+        assert_eq!(
+            old_nearest(direction(3, 0.0)).await.unwrap()[0].memory.id,
+            d.id
+        );
+        let again = reembedder().await;
+        again.begin(&new).await.unwrap();
+        let late = embed_pending(&*again, 10).await;
+        assert_eq!(late.len(), 1, "only the memory written since: {late:?}");
+        assert_eq!(again.switch(&new).await.unwrap(), Switched::Done);
+    }
+
+    // The new model's server finds each memory by its new vector, and lists and counts the
+    // same memories with their ids.
+    let renewed = open(new.clone()).await.unwrap();
+    for (who, memory, content, seen) in [
+        (&acme, &a, "alpha", None),
+        (&acme, &b, "beta", chat),
+        (&acme, &d, "delta", None),
+        (&globex, &c, "gamma", None),
+    ] {
+        let found = nearest(&renewed, who, &seen_from(seen), &wide(content), 1)
+            .await
+            .unwrap();
+        assert_eq!(found[0].memory.id, memory.id, "{content}");
+        assert!(
+            found[0].similarity > 0.99,
+            "{content}: {}",
+            found[0].similarity
+        );
+        assert_eq!(found[0].memory.content, content);
+    }
+    let listed = (renewed.list(&acme, &seen_from(chat), None, None, 10))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, [&d.id, &b.id, &a.id]);
+    assert_eq!(
+        renewed
+            .count_by_type(&acme, &seen_from(chat))
+            .await
+            .unwrap()
+            .total,
+        3
+    );
+    if !in_place {
+        // Forgotten through the new index, a memory is not copied again.
+        assert!(
+            renewed
+                .delete(&acme, &seen_from(None), &a.id)
+                .await
+                .unwrap()
+        );
+        let third = reembedder().await;
+        third.begin(&new).await.unwrap();
+        assert!(embed_pending(&*third, 10).await.is_empty());
     }
 }

@@ -198,7 +198,6 @@ enum ToolError {
     Docs(String),
 }
 
-/// The one place a store's failure becomes what the model reads.
 /// A memory's labels as `remember` stores them.
 pub struct Labels {
     pub category: Option<String>,
@@ -233,6 +232,7 @@ pub fn check_labels(
     })
 }
 
+/// The one place a store's failure becomes what the model reads.
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
         match e {

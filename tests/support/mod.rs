@@ -23,6 +23,12 @@ pub const DIMENSION: usize = 64;
 /// The fake embedder: texts sharing words get close vectors (9 of 10 words → ≈0.93,
 /// unrelated ≈0).
 pub fn fake_vector(text: &str) -> Vec<f64> {
+    fake_vector_of(text, DIMENSION)
+}
+
+/// The fake embedder's vector of `width` values: the stub answers a model named
+/// `fake-<width>` with these (another model, for `mcp-memory reembed`).
+pub fn fake_vector_of(text: &str, width: usize) -> Vec<f64> {
     let lower = text.to_lowercase();
     let mut tokens: Vec<&str> = lower
         .split(|c: char| {
@@ -33,13 +39,13 @@ pub fn fake_vector(text: &str) -> Vec<f64> {
     if tokens.is_empty() {
         tokens.push(" empty");
     }
-    let mut sum = vec![0.0f64; DIMENSION];
+    let mut sum = vec![0.0f64; width];
     for token in tokens {
         let mut component = 0;
         let mut block = 0;
-        while component < DIMENSION {
+        while component < width {
             let digest = Sha256::digest(format!("{token}:{block}").as_bytes());
-            for b in digest.iter().take(DIMENSION - component) {
+            for b in digest.iter().take(width - component) {
                 sum[component] += f64::from(*b) / 255.0 - 0.5;
                 component += 1;
             }
@@ -109,7 +115,11 @@ async fn embed(
         return (StatusCode::OK, answer).into_response();
     }
     let text = body["input"].as_str().unwrap_or_default();
-    Json(json!({"data": [{"embedding": fake_vector(text)}]})).into_response()
+    let width = (body["model"].as_str())
+        .and_then(|m| m.strip_prefix("fake-"))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(DIMENSION);
+    Json(json!({"data": [{"embedding": fake_vector_of(text, width)}]})).into_response()
 }
 
 /// The environment a test server runs with; tests add or replace variables.

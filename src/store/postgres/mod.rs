@@ -11,6 +11,7 @@
 //! script, and the same terms SQLite indexes.
 
 mod legacy;
+pub mod reembed;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -226,31 +227,12 @@ impl PostgresStore {
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
-        let options = PgConnectOptions::from_str(url).map_err(|_| {
-            StoreError::unavailable("DATABASE_URL", "it is not a valid PostgreSQL URL")
-        })?;
-        let location = format!(
-            "{}:{}/{}",
-            options.get_host(),
-            options.get_port(),
-            options.get_database().unwrap_or("postgres")
-        );
-        let options = options.options([(
-            "statement_timeout",
-            settings.statement_timeout_ms.to_string(),
-        )]);
-        let pool = PgPoolOptions::new()
-            .max_connections(settings.max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                StoreError::unavailable(format!("cannot connect to PostgreSQL at {location}"), e)
-            })?;
+        let (pool, location) = connect(url, settings).await?;
         let store = PostgresStore {
             database: Database {
                 pool: pool.clone(),
-                width: dimension,
+                model: model.clone(),
+                location: format!("the database {location}"),
             },
             pool,
             location,
@@ -269,55 +251,13 @@ impl PostgresStore {
     async fn ensure_schema(&self, dimension: usize) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(failed)?;
         let mut tx = conn.begin().await.map_err(failed)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(SCHEMA_LOCK)
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let has_vector = sqlx::query("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(failed)?
-            .is_some();
-        if !has_vector {
-            sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| {
-                    StoreError::unavailable(
-                        format!(
-                            "the pgvector extension is not installed and this role may not \
-                             create it: run `CREATE EXTENSION vector;` in database {} as a \
-                             superuser, or use an image that ships it (pgvector/pgvector)",
-                            self.location
-                        ),
-                        e,
-                    )
-                })?;
-        }
-        if legacy::present(&mut tx).await.map_err(failed)? {
-            let moved = legacy::migrate(&mut tx, SCHEMA).await?;
-            println!("store: migrated {moved} memories from the v0.8 layout into the native table");
-        }
-        for statement in SCHEMA {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
-        }
-        for statement in versions::SCHEMA {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
-        }
-        index_terms(&mut tx).await.map_err(failed)?;
+        schema(&mut tx, &self.location).await?;
         let stored: Option<i32> =
             sqlx::query_scalar("SELECT vector_dims(embedding) FROM memories LIMIT 1")
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(failed)?;
-        let recorded = recorded_model(&mut tx).await.map_err(failed)?;
+        let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
         let location = format!("the database {}", self.location);
         StoreError::unless_same_model(&location, recorded.clone(), &self.model)?;
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
@@ -334,7 +274,13 @@ impl PostgresStore {
     /// Starts a write to `tenant`: this process's other writes to it wait for this one, and
     /// the transaction holds the tenant's version row (one writer per tenant across
     /// replicas, for check-then-insert), so the write knows the version it moves on from.
-    async fn begin_write<'a>(&'a self, tenant: &'a Tenant) -> Result<Write<'a>, StoreError> {
+    /// A write of a vector (`with_vector`) first checks the model (`check_model`), which
+    /// comes before the version row in every transaction that takes both.
+    async fn begin_write<'a>(
+        &'a self,
+        tenant: &'a Tenant,
+        with_vector: bool,
+    ) -> Result<Write<'a>, StoreError> {
         let slot = self.indexes.slot(tenant.as_str());
         let taken = TakenSlot {
             indexes: &self.indexes,
@@ -343,6 +289,9 @@ impl PostgresStore {
         };
         let turn = Arc::clone(&slot.writes).lock_owned().await;
         let mut tx = self.pool.begin().await.map_err(failed)?;
+        if with_vector {
+            self.check_model(&mut tx).await?;
+        }
         let from = versions::lock_version(&mut *tx, tenant.as_str())
             .await
             .map_err(failed)?;
@@ -354,6 +303,83 @@ impl PostgresStore {
             from,
         })
     }
+}
+
+/// A pool of connections to `url`, and where it leads, for messages (never credentials).
+async fn connect(url: &str, settings: &PoolSettings) -> Result<(PgPool, String), StoreError> {
+    let options = PgConnectOptions::from_str(url)
+        .map_err(|_| StoreError::unavailable("DATABASE_URL", "it is not a valid PostgreSQL URL"))?;
+    let location = format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("postgres")
+    );
+    let options = options.options([(
+        "statement_timeout",
+        settings.statement_timeout_ms.to_string(),
+    )]);
+    let pool = PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .map_err(|e| {
+            StoreError::unavailable(format!("cannot connect to PostgreSQL at {location}"), e)
+        })?;
+    Ok((pool, location))
+}
+
+/// Creates the schema, or migrates an older one, under the advisory lock that serialises
+/// every replica booting at once (held until `tx` ends).
+async fn schema(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    location: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SCHEMA_LOCK)
+        .execute(&mut **tx)
+        .await
+        .map_err(failed)?;
+    let has_vector = sqlx::query("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(failed)?
+        .is_some();
+    if !has_vector {
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| {
+                StoreError::unavailable(
+                    format!(
+                        "the pgvector extension is not installed and this role may not \
+                         create it: run `CREATE EXTENSION vector;` in database {} as a \
+                         superuser, or use an image that ships it (pgvector/pgvector)",
+                        location
+                    ),
+                    e,
+                )
+            })?;
+    }
+    if legacy::present(tx).await.map_err(failed)? {
+        let moved = legacy::migrate(tx, SCHEMA).await?;
+        println!("store: migrated {moved} memories from the v0.8 layout into the native table");
+    }
+    for statement in SCHEMA {
+        sqlx::query(statement)
+            .execute(&mut **tx)
+            .await
+            .map_err(failed)?;
+    }
+    for statement in versions::SCHEMA {
+        sqlx::query(statement)
+            .execute(&mut **tx)
+            .await
+            .map_err(failed)?;
+    }
+    index_terms(tx).await.map_err(failed)?;
+    Ok(())
 }
 
 /// A memory to write: its tenant, the memory whole, its vector and its terms.
@@ -397,33 +423,39 @@ fn insert<'a>(
     insert
 }
 
-/// The model the database's vectors come from, as its first write recorded it.
-async fn recorded_model(conn: &mut sqlx::PgConnection) -> Result<Option<Model>, sqlx::Error> {
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT key, value FROM store_meta WHERE key IN ('model', 'dimension')")
-            .fetch_all(&mut *conn)
-            .await?;
+/// The model the database's vectors come from, as its first write recorded it, read with
+/// `locking` (a row-locking clause, or nothing).
+async fn recorded_model(
+    conn: &mut sqlx::PgConnection,
+    locking: &str,
+) -> Result<Option<Model>, sqlx::Error> {
+    let rows: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT key, value FROM store_meta WHERE key IN ('model', 'dimension') {locking}"
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
     let value = |key: &str| rows.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     Ok(Model::recorded(value("model"), value("dimension")))
 }
 
 impl PostgresStore {
-    /// Within a write: records this process's model unless the database has one, and
-    /// refuses the write if it holds another (a replica of another model wrote first).
+    /// Within a write of vectors: records this process's model unless the database has
+    /// one, and refuses the write if it holds another (a replica of another model wrote
+    /// first, or `mcp-memory reembed` switched since). The record is held shared until the
+    /// write commits, so a switch (`reembed.rs`, which locks the table) waits for it.
     async fn check_model(&self, tx: &mut sqlx::PgConnection) -> Result<(), StoreError> {
-        if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(());
+        if !self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+            sqlx::query(
+                "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
+                 ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(&self.model.name)
+            .bind(self.model.dimension.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
         }
-        sqlx::query(
-            "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
-             ON CONFLICT (key) DO NOTHING",
-        )
-        .bind(&self.model.name)
-        .bind(self.model.dimension.to_string())
-        .execute(&mut *tx)
-        .await
-        .map_err(failed)?;
-        let recorded = recorded_model(tx).await.map_err(failed)?;
+        let recorded = recorded_model(tx, "FOR SHARE").await.map_err(failed)?;
         let location = format!("the database {}", self.location);
         StoreError::unless_same_model(&location, recorded, &self.model)
     }
@@ -488,9 +520,8 @@ impl MemoryStore for PostgresStore {
         memory: NewMemory,
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
-        let mut write = self.begin_write(tenant).await?;
+        let mut write = self.begin_write(tenant, true).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
-        self.check_model(&mut write.tx).await?;
         // The tenant's version row is held: nobody can take the replaced memory meanwhile.
         if let Some(id) = &memory.replaces {
             let visible: Option<i32> = sqlx::query_scalar(&format!(
@@ -635,7 +666,7 @@ impl MemoryStore for PostgresStore {
         visibility: &Visibility,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let mut write = self.begin_write(tenant).await?;
+        let mut write = self.begin_write(tenant, false).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
         let deleted = sqlx::query(&format!(
             "DELETE FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
@@ -786,7 +817,7 @@ impl MemoryStore for PostgresStore {
         let mut deleted = 0;
         for (tenant, ids) in by_tenant {
             let tenant = Tenant::new_unchecked(tenant.to_owned());
-            let mut write = self.begin_write(&tenant).await?;
+            let mut write = self.begin_write(&tenant, false).await?;
             let (slot, from) = (Arc::clone(&write.slot), write.from);
             // Checked again under the tenant's lock: a replica's sweep may have come first.
             let gone: Vec<String> = sqlx::query_scalar(

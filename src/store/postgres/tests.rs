@@ -67,6 +67,64 @@ async fn the_database_keeps_to_the_model_it_recorded() {
 }
 
 #[tokio::test]
+async fn the_database_is_reembedded_in_place() {
+    let url = fresh_database().await;
+    suite::run_reembed(
+        |model| {
+            let url = url.clone();
+            async move { PostgresStore::open(&url, &model, &SETTINGS).await }
+        },
+        || {
+            let url = url.clone();
+            async move {
+                let run = super::reembed::Reembedder::open(&url, &SETTINGS)
+                    .await
+                    .unwrap();
+                Box::new(run) as Box<dyn crate::store::reembed::Reembedding>
+            }
+        },
+        true,
+    )
+    .await;
+}
+
+/// The switch locks the model's record against writes of vectors: a `remember` under way
+/// waits for it (here, until its statement timeout), and goes through once it is over.
+#[tokio::test]
+async fn a_write_waits_for_a_reembedding_switch() {
+    let url = fresh_database().await;
+    let quick = PoolSettings {
+        statement_timeout_ms: 500,
+        ..SETTINGS
+    };
+    let store = PostgresStore::open(&url, &suite::model(8), &quick)
+        .await
+        .unwrap();
+    let fact = |content: &str, at| note(content, at, Scope::Project, None);
+    store_one(&store, "acme", fact("first", T0), &direction(0, 0.0)).await;
+    let mut switch = PgConnection::connect(&url).await.unwrap();
+    let mut tx = switch.begin().await.unwrap();
+    sqlx::query("LOCK TABLE store_meta IN EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let held = store
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            fact("second", T0 + 1),
+            &direction(1, 0.0),
+        )
+        .await;
+    assert!(
+        matches!(held, Err(crate::store::StoreError::TimedOut { .. })),
+        "{held:?}"
+    );
+    tx.rollback().await.unwrap();
+    store_one(&store, "acme", fact("second", T0 + 1), &direction(1, 0.0)).await;
+}
+
+#[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
     let url = fresh_database().await;
     let store = Arc::new(

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{PgExecutor, Row};
 
 use super::failed;
-use crate::memory::Scope;
+use crate::memory::{Model, Scope};
 use crate::search::cache::{Coherence, Version};
 use crate::search::{self, Entry, SearchIndex};
 use crate::store::StoreError;
@@ -133,10 +133,12 @@ fn add(index: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// The database as the tenant cache reads it.
+/// The database as the tenant cache reads it, for vectors of `model`.
 pub(super) struct Database {
     pub pool: PgPool,
-    pub width: usize,
+    pub model: Model,
+    /// The database, as a refusal names it.
+    pub location: String,
 }
 
 #[async_trait]
@@ -149,9 +151,21 @@ impl Coherence for Database {
     }
 
     async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(failed)?;
-        let version = version(&mut *conn, tenant).await.map_err(failed)?;
-        let index = load(&mut *conn, tenant, self.width).await.map_err(failed)?;
+        // One snapshot for the version, the model and the rows. A re-embedding's switch
+        // moves every tenant's version, so an index of this process's model is never built
+        // from another model's vectors.
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let version = version(&mut *tx, tenant).await.map_err(failed)?;
+        let recorded = super::recorded_model(&mut tx, "").await.map_err(failed)?;
+        StoreError::unless_same_model(&self.location, recorded, &self.model)?;
+        let index = load(&mut *tx, tenant, self.model.dimension)
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
         Ok((version, index))
     }
 }

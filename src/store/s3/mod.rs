@@ -11,6 +11,7 @@
 mod counters;
 mod index;
 mod objects;
+pub mod reembed;
 mod vectors;
 
 use std::collections::HashMap;
@@ -86,6 +87,18 @@ pub struct S3Store {
     model_key: String,
 }
 
+/// The state bucket, and a client of S3 Vectors (no network call).
+async fn clients(settings: &S3Settings) -> (Arc<dyn Objects>, aws_sdk_s3vectors::Client) {
+    let sdk = crate::aws::sdk_config(&settings.region).await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(settings.force_path_style)
+            .build(),
+    );
+    let objects: Arc<dyn Objects> = Arc::new(S3Objects::new(s3, &settings.state_bucket));
+    (objects, aws_sdk_s3vectors::Client::new(&sdk))
+}
+
 /// What the state bucket records of an index's vectors.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct RecordedModel {
@@ -93,17 +106,50 @@ struct RecordedModel {
     dimension: usize,
 }
 
+/// Where the state bucket records the model of the vectors of `index` in `vector_bucket`.
+fn model_key(vector_bucket: &str, index: &str) -> String {
+    format!("model/{vector_bucket}/{index}.json")
+}
+
+/// The model recorded under `key`, if any.
+async fn recorded_model(objects: &dyn Objects, key: &str) -> Result<Option<Model>, StoreError> {
+    let Some(found) = objects.get(key).await.map_err(state_failed)? else {
+        return Ok(None);
+    };
+    let recorded = serde_json::from_slice::<RecordedModel>(&found.body)
+        .map_err(|e| StoreError::unavailable("S3: the recorded model is unreadable", e))?;
+    Ok(Some(Model {
+        name: recorded.model,
+        dimension: recorded.dimension,
+    }))
+}
+
+/// Records `model` under `key` unless a model is recorded there already, and says which
+/// one is (the first writer's, whoever it was).
+async fn record_model(
+    objects: &dyn Objects,
+    key: &str,
+    model: &Model,
+) -> Result<Option<Model>, StoreError> {
+    if let Some(recorded) = recorded_model(objects, key).await? {
+        return Ok(Some(recorded));
+    }
+    let mine = RecordedModel {
+        model: model.name.clone(),
+        dimension: model.dimension,
+    };
+    let body = serde_json::to_vec(&mine).unwrap_or_default();
+    match objects.put(key, body, Condition::IfAbsent).await {
+        Ok(()) | Err(objects::ObjectError::Precondition) => recorded_model(objects, key).await,
+        Err(e) => Err(state_failed(e)),
+    }
+}
+
 impl S3Store {
     /// Builds the clients (no network call) and starts the counter flush timer; `model` is
     /// checked against the one recorded for the index at the first search or write.
     pub async fn open(settings: &S3Settings, model: &Model) -> S3Store {
-        let sdk = crate::aws::sdk_config(&settings.region).await;
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk)
-                .force_path_style(settings.force_path_style)
-                .build(),
-        );
-        let objects: Arc<dyn Objects> = Arc::new(S3Objects::new(s3, &settings.state_bucket));
+        let (objects, vectors) = clients(settings).await;
         let clock: Clock = Arc::new(crate::memory::now_ms);
         let counters = Arc::new(Counters::new(
             Arc::clone(&objects),
@@ -113,7 +159,7 @@ impl S3Store {
         ));
         S3Store {
             vectors: Arc::new(Vectors::new(
-                aws_sdk_s3vectors::Client::new(&sdk),
+                vectors,
                 &settings.vector_bucket,
                 &settings.vector_index,
             )),
@@ -128,10 +174,7 @@ impl S3Store {
             model: model.clone(),
             model_checked: std::sync::atomic::AtomicBool::new(false),
             searched_unrecorded: std::sync::atomic::AtomicBool::new(false),
-            model_key: format!(
-                "model/{}/{}.json",
-                settings.vector_bucket, settings.vector_index
-            ),
+            model_key: model_key(&settings.vector_bucket, &settings.vector_index),
         }
     }
 
@@ -144,41 +187,16 @@ impl S3Store {
         {
             return Ok(());
         }
-        let mut found = self
-            .objects
-            .get(&self.model_key)
-            .await
-            .map_err(state_failed)?;
-        if found.is_none() && record {
-            let mine = RecordedModel {
-                model: self.model.name.clone(),
-                dimension: self.model.dimension,
-            };
-            let body = serde_json::to_vec(&mine).unwrap_or_default();
-            match (self.objects)
-                .put(&self.model_key, body, Condition::IfAbsent)
-                .await
-            {
-                Ok(()) | Err(objects::ObjectError::Precondition) => {}
-                Err(e) => return Err(state_failed(e)),
-            }
-            found = self
-                .objects
-                .get(&self.model_key)
-                .await
-                .map_err(state_failed)?;
-        }
-        let Some(found) = found else {
+        let stored = if record {
+            record_model(&*self.objects, &self.model_key, &self.model).await?
+        } else {
+            recorded_model(&*self.objects, &self.model_key).await?
+        };
+        let Some(stored) = stored else {
             // Nothing recorded: searches look no more; the first write records it.
             self.searched_unrecorded.store(true, Ordering::Relaxed);
             return Ok(());
         };
-        let stored = serde_json::from_slice::<RecordedModel>(&found.body)
-            .map(|r| Model {
-                name: r.model,
-                dimension: r.dimension,
-            })
-            .map_err(|e| StoreError::unavailable("S3: the recorded model is unreadable", e))?;
         let location = format!("S3 Vectors {}", self.vectors.describe());
         StoreError::unless_same_model(&location, Some(stored), &self.model)?;
         self.model_checked.store(true, Ordering::Relaxed);

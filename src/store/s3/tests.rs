@@ -151,6 +151,31 @@ async fn the_index_keeps_to_the_model_it_recorded() {
     .await;
 }
 
+#[tokio::test]
+async fn the_vectors_are_reembedded_into_another_index() {
+    let settings = buckets().await;
+    suite::run_reembed(
+        |model| {
+            let mut settings = settings.clone();
+            if model.dimension != WIDTH as usize {
+                settings.vector_index = "wider".into();
+            }
+            async move { Ok(S3Store::open(&settings, &model).await) }
+        },
+        || {
+            let settings = settings.clone();
+            async move {
+                let run = super::reembed::Reembedder::open(&settings, "wider")
+                    .await
+                    .unwrap();
+                Box::new(run) as Box<dyn crate::store::reembed::Reembedding>
+            }
+        },
+        false,
+    )
+    .await;
+}
+
 async fn index_keys(store: &S3Store, who: &str) -> Vec<String> {
     store
         .objects

@@ -173,6 +173,52 @@ impl Vectors {
     pub fn describe(&self) -> String {
         format!("{}/{}", self.bucket, self.index)
     }
+
+    /// The index's dimension; None when there is no such index.
+    pub async fn dimension(&self) -> Result<Option<usize>, StoreError> {
+        let found = self
+            .client
+            .get_index()
+            .vector_bucket_name(&self.bucket)
+            .index_name(&self.index)
+            .send()
+            .await;
+        match found {
+            Ok(out) => Ok(out.index().map(|i| i.dimension().max(0) as usize)),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_not_found_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(failed("GetIndex", &aws::describe(&e))),
+        }
+    }
+
+    /// Creates the index as the README says to: float32, cosine, `NON_FILTERABLE` kept
+    /// out of filters.
+    pub async fn create(&self, dimension: usize) -> Result<(), StoreError> {
+        use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
+        let mut config = MetadataConfiguration::builder();
+        for key in NON_FILTERABLE {
+            config = config.non_filterable_metadata_keys(key);
+        }
+        let config = config
+            .build()
+            .map_err(|e| failed("CreateIndex", &e.to_string()))?;
+        self.client
+            .create_index()
+            .vector_bucket_name(&self.bucket)
+            .index_name(&self.index)
+            .data_type(DataType::Float32)
+            .dimension(i32::try_from(dimension).unwrap_or(i32::MAX))
+            .distance_metric(DistanceMetric::Cosine)
+            .metadata_configuration(config)
+            .send()
+            .await
+            .map_err(|e| failed("CreateIndex", &aws::describe(&e)))?;
+        Ok(())
+    }
 }
 
 fn failed(operation: &str, cause: &str) -> StoreError {

@@ -8,6 +8,7 @@
 //! in a table of their own (`memory_uses`).
 
 mod index;
+pub mod reembed;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -154,16 +155,22 @@ struct Recorded {
 
 impl Recorded {
     /// Within a write transaction: records the model unless the file has one, and refuses
-    /// the write if the file holds another (a process of another model wrote first).
+    /// the write if the file holds another (a process of another model wrote first, or
+    /// `mcp-memory reembed` switched the file to another since this process opened it).
     fn check(&self, tx: &Connection) -> rusqlite::Result<Result<(), StoreError>> {
-        if self.done.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(Ok(()));
+        if !self.done.load(std::sync::atomic::Ordering::Relaxed) {
+            tx.execute(
+                "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
+                params![self.model.name, self.model.dimension.to_string()],
+            )?;
         }
-        tx.execute(
-            "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
-            params![self.model.name, self.model.dimension.to_string()],
-        )?;
-        let recorded = recorded_model(tx)?;
+        self.still_ours(tx)
+    }
+
+    /// Whether the file still records this process's model (or none): checked by every
+    /// write, and before a tenant's index is built from the file's vectors.
+    fn still_ours(&self, conn: &Connection) -> rusqlite::Result<Result<(), StoreError>> {
+        let recorded = recorded_model(conn)?;
         Ok(StoreError::unless_same_model(
             &self.location,
             recorded,
@@ -193,24 +200,7 @@ impl SqliteStore {
     /// the tenants' indexes hold at most `index_budget` bytes together.
     pub fn open(path: &Path, model: &Model, index_budget: usize) -> Result<Self, StoreError> {
         let dimension = model.dimension;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::unavailable(format!("cannot create {}", dir.display()), e)
-            })?;
-        }
-        let mut conn = Connection::open(path).map_err(failed)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
-        into_wal(&conn).map_err(failed)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(failed)?;
-        // Searches never read rows, but every recall updates a few: 16 MiB of page cache
-        // (the default is 2 MiB) keeps those pages in memory instead of re-reading them.
-        conn.pragma_update(None, "cache_size", -16_384)
-            .map_err(failed)?;
-        // Under the write lock, so processes opening a new file at once create it once.
-        let schema = format!("BEGIN IMMEDIATE;{SCHEMA}{}COMMIT;", version_triggers());
-        conn.execute_batch(&schema).map_err(failed)?;
-        upgrade(&mut conn).map_err(failed)?;
+        let conn = connect(path)?;
         let stored_width: Option<usize> = conn
             .query_row(
                 "SELECT length(embedding) / 4 FROM memories LIMIT 1",
@@ -255,6 +245,28 @@ impl SqliteStore {
         );
         blocking(move || work(&mut *lock(&conn)?, &indexes, width).map_err(failed)).await
     }
+}
+
+/// Opens (creating if missing) the file, its schema up to date.
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::unavailable(format!("cannot create {}", dir.display()), e))?;
+    }
+    let mut conn = Connection::open(path).map_err(failed)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
+    into_wal(&conn).map_err(failed)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(failed)?;
+    // Searches never read rows, but every recall updates a few: 16 MiB of page cache
+    // (the default is 2 MiB) keeps those pages in memory instead of re-reading them.
+    conn.pragma_update(None, "cache_size", -16_384)
+        .map_err(failed)?;
+    // Under the write lock, so processes opening a new file at once create it once.
+    let schema = format!("BEGIN IMMEDIATE;{SCHEMA}{}COMMIT;", version_triggers());
+    conn.execute_batch(&schema).map_err(failed)?;
+    upgrade(&mut conn).map_err(failed)?;
+    Ok(conn)
 }
 
 /// Switches the file to WAL. The switch needs the file to itself and SQLite answers "busy"
@@ -483,10 +495,11 @@ impl MemoryStore for SqliteStore {
         let visibility = visibility.clone();
         let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
         let tenant = tenant.as_str().to_owned();
-        let (conn, indexes, width) = (
+        let (conn, indexes, width, recorded) = (
             Arc::clone(&self.conn),
             Arc::clone(&self.indexes),
             self.width,
+            Arc::clone(&self.model),
         );
         blocking(move || {
             // The connection is held only to check the version (and, rarely, to build the
@@ -494,10 +507,12 @@ impl MemoryStore for SqliteStore {
             let slot = {
                 let conn = lock(&conn)?;
                 let now = Versions::read(&conn, &tenant).map_err(failed)?;
-                let slot = (indexes.current(&tenant, now.memories, || {
-                    TenantIndex::load(&conn, &tenant, width, now.uses)
-                }))
-                .map_err(failed)?;
+                // A re-embedding's switch moves every tenant's version, so no index of the
+                // old vectors outlives it here.
+                let slot = indexes.current(&tenant, now.memories, || {
+                    recorded.still_ours(&conn).map_err(failed)??;
+                    TenantIndex::load(&conn, &tenant, width, now.uses).map_err(failed)
+                })?;
                 // Another process counted uses since: read the counts, not the whole index.
                 let refreshed = slot.read_held(|index| {
                     if index.uses() == now.uses {
@@ -817,6 +832,27 @@ mod tests {
             let path = path.clone();
             async move { super::SqliteStore::open(&path, &model, BUDGET_BYTES) }
         })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_file_is_reembedded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        suite::run_reembed(
+            |model| {
+                let path = path.clone();
+                async move { super::SqliteStore::open(&path, &model, BUDGET_BYTES) }
+            },
+            || {
+                let path = path.clone();
+                async move {
+                    let run = super::reembed::Reembedder::open(&path).unwrap();
+                    Box::new(run) as Box<dyn crate::store::reembed::Reembedding>
+                }
+            },
+            true,
+        )
         .await;
     }
 

@@ -1,0 +1,192 @@
+//! `mcp-memory reembed` on PostgreSQL (`store/reembed.rs`): new vectors wait in
+//! `memories_reembedded` until one transaction puts them in place and records the model.
+//! The switch locks `store_meta` against every write of a vector (`check_model` holds the
+//! record shared until its write commits), so it waits for the writes under way and no
+//! replica's write of an old vector lands after it; its update of `memories` moves every
+//! tenant's version, so each replica drops its indexes and checks the model before it
+//! builds one (`versions.rs`).
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+
+use super::{PoolSettings, connect, failed, recorded_model, schema};
+use crate::memory::Model;
+use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded};
+use crate::store::{Exported, StoreError};
+
+const STAGING: &str = "CREATE TABLE IF NOT EXISTS memories_reembedded (
+       tenant_id text NOT NULL,
+       id        text COLLATE \"C\" NOT NULL,
+       embedding vector NOT NULL,
+       PRIMARY KEY (tenant_id, id)
+     )";
+
+/// Memories without a staged vector.
+const UNSTAGED: &str = "FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memories_reembedded r \
+     WHERE r.tenant_id = m.tenant_id AND r.id = m.id)";
+
+/// Vectors written per statement (a row is three values).
+const STAGE_ROWS: usize = 500;
+
+pub struct Reembedder {
+    pool: PgPool,
+    location: String,
+}
+
+/// The model staged vectors are of (`store_meta`'s `reembedding`), as `name\ndimension`.
+fn staged_for(model: &Model) -> String {
+    format!("{}\n{}", model.name, model.dimension)
+}
+
+impl Reembedder {
+    pub async fn open(url: &str, settings: &PoolSettings) -> Result<Reembedder, StoreError> {
+        let (pool, location) = connect(url, settings).await?;
+        let mut tx = pool.begin().await.map_err(failed)?;
+        schema(&mut tx, &location).await?;
+        sqlx::query(STAGING)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(Reembedder { pool, location })
+    }
+}
+
+#[async_trait]
+impl Reembedding for Reembedder {
+    async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
+        let target = staged_for(to);
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let earlier: Option<String> =
+            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'reembedding' FOR UPDATE")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(failed)?;
+        if earlier.as_deref() != Some(target.as_str()) {
+            sqlx::query("TRUNCATE memories_reembedded")
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+            sqlx::query(
+                "INSERT INTO store_meta VALUES ('reembedding', $1) \
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            )
+            .bind(&target)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        }
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM memories")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let pending: i64 = sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(Plan {
+            recorded,
+            total: Some(total as u64),
+            staged: (total - pending).max(0) as u64,
+        })
+    }
+
+    async fn pending(&self, from: Option<&str>, limit: usize) -> Result<Pending, StoreError> {
+        let (tenant, id) = Exported::after_tenant_and_id(from);
+        let rows: Vec<(String, String, String)> = sqlx::query_as(&format!(
+            "SELECT m.tenant_id, m.id, m.content {UNSTAGED} AND (m.tenant_id, m.id) > ($1, $2) \
+             ORDER BY m.tenant_id, m.id LIMIT $3"
+        ))
+        .bind(tenant)
+        .bind(id)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(failed)?;
+        let memories: Vec<Unembedded> = (rows.into_iter())
+            .map(|(tenant, id, content)| Unembedded {
+                key: format!("{tenant}\n{id}"),
+                content,
+            })
+            .collect();
+        let next = (memories.len() == limit)
+            .then(|| memories.last().map(|m| m.key.clone()))
+            .flatten();
+        Ok(Pending { memories, next })
+    }
+
+    async fn stage(&self, vectors: &[(String, Vec<f32>)]) -> Result<(), StoreError> {
+        for rows in vectors.chunks(STAGE_ROWS) {
+            let rows = rows.iter().filter_map(|(key, v)| {
+                let (tenant, id) = key.split_once('\n')?;
+                Some((tenant, id, pgvector::Vector::from(v.clone())))
+            });
+            let mut insert = sqlx::QueryBuilder::new(
+                "INSERT INTO memories_reembedded (tenant_id, id, embedding) ",
+            );
+            insert.push_values(rows, |mut row, (tenant, id, vector)| {
+                row.push_bind(tenant).push_bind(id).push_bind(vector);
+            });
+            insert
+                .push(" ON CONFLICT (tenant_id, id) DO UPDATE SET embedding = EXCLUDED.embedding");
+            (insert.build().execute(&self.pool)).await.map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    async fn switch(&self, to: &Model) -> Result<Switched, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        // Waits for every write of a vector under way, and holds off new ones until this
+        // commits; reads of the record go on.
+        sqlx::query("LOCK TABLE store_meta IN EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let staging: Option<String> =
+            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'reembedding'")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(failed)?;
+        if staging.as_deref() != Some(staged_for(to).as_str()) {
+            return Err(StoreError::unavailable(
+                format!("the database {}", self.location),
+                "another re-embedding started since this one: run it again",
+            ));
+        }
+        let behind: i64 = sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(failed)?;
+        if behind > 0 {
+            return Ok(Switched::Behind(behind as u64));
+        }
+        for statement in [
+            "UPDATE memories m SET embedding = r.embedding FROM memories_reembedded r \
+             WHERE r.tenant_id = m.tenant_id AND r.id = m.id",
+            "TRUNCATE memories_reembedded",
+            "DELETE FROM store_meta WHERE key = 'reembedding'",
+        ] {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
+        sqlx::query(
+            "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        )
+        .bind(&to.name)
+        .bind(to.dimension.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(Switched::Done)
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres at {}", self.location)
+    }
+}

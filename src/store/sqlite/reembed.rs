@@ -1,0 +1,184 @@
+//! `mcp-memory reembed` on the SQLite file (`store/reembed.rs`): new vectors wait in
+//! `reembedded` until one IMMEDIATE transaction puts them in place and records the model.
+//! That transaction moves every tenant's version (the `memories` update trigger), so each
+//! process sharing the file drops its indexes and checks the model before building one.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{blocking, connect, failed, lock, recorded_model, to_blob};
+use crate::memory::Model;
+use crate::store::StoreError;
+use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded};
+
+const STAGING: &str = "
+CREATE TABLE IF NOT EXISTS reembedded (
+  tenant_id TEXT NOT NULL,
+  id        TEXT NOT NULL,
+  embedding BLOB NOT NULL,
+  PRIMARY KEY (tenant_id, id)
+) WITHOUT ROWID;
+";
+
+/// Memories of the file still without a staged vector, from `?1`/`?2` on.
+const UNSTAGED: &str = "FROM memories m WHERE NOT EXISTS \
+     (SELECT 1 FROM reembedded r WHERE r.tenant_id = m.tenant_id AND r.id = m.id)";
+
+pub struct Reembedder {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Reembedder {
+    pub fn open(path: &Path) -> Result<Reembedder, StoreError> {
+        let conn = connect(path)?;
+        conn.execute_batch(STAGING).map_err(failed)?;
+        Ok(Reembedder {
+            path: path.to_owned(),
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.conn);
+        blocking(move || work(&mut *lock(&conn)?).map_err(failed)).await
+    }
+}
+
+/// The model the staged vectors are of (`store_meta`'s `reembedding`), as `name\ndimension`.
+fn staged_for(model: &Model) -> String {
+    format!("{}\n{}", model.name, model.dimension)
+}
+
+fn key_of(tenant: &str, id: &str) -> String {
+    format!("{tenant}\n{id}")
+}
+
+#[async_trait]
+impl Reembedding for Reembedder {
+    async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
+        let target = staged_for(to);
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let earlier: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM store_meta WHERE key = 'reembedding'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if earlier.as_deref() != Some(target.as_str()) {
+                tx.execute("DELETE FROM reembedded", [])?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('reembedding', ?1)",
+                    [&target],
+                )?;
+            }
+            let total: i64 = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
+            let pending: i64 =
+                tx.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))?;
+            let recorded = recorded_model(&tx)?;
+            tx.commit()?;
+            Ok(Plan {
+                recorded,
+                total: Some(total as u64),
+                staged: (total - pending).max(0) as u64,
+            })
+        })
+        .await
+    }
+
+    async fn pending(&self, from: Option<&str>, limit: usize) -> Result<Pending, StoreError> {
+        let (tenant, id) = crate::store::Exported::after_tenant_and_id(from);
+        let (tenant, id) = (tenant.to_owned(), id.to_owned());
+        let memories = self
+            .with_conn(move |conn| {
+                conn.prepare_cached(&format!(
+                    "SELECT m.tenant_id, m.id, m.content {UNSTAGED} \
+                     AND (m.tenant_id, m.id) > (?1, ?2) ORDER BY m.tenant_id, m.id LIMIT ?3"
+                ))?
+                .query_map(params![tenant, id, limit as i64], |r| {
+                    Ok(Unembedded {
+                        key: key_of(&r.get::<_, String>(0)?, &r.get::<_, String>(1)?),
+                        content: r.get(2)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        let next = (memories.len() == limit)
+            .then(|| memories.last().map(|m| m.key.clone()))
+            .flatten();
+        Ok(Pending { memories, next })
+    }
+
+    async fn stage(&self, vectors: &[(String, Vec<f32>)]) -> Result<(), StoreError> {
+        let vectors = vectors.to_vec();
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut put = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO reembedded (tenant_id, id, embedding) \
+                     SELECT tenant_id, id, ?3 FROM memories WHERE tenant_id = ?1 AND id = ?2",
+                )?;
+                for (key, vector) in &vectors {
+                    if let Some((tenant, id)) = key.split_once('\n') {
+                        put.execute(params![tenant, id, to_blob(vector)])?;
+                    }
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn switch(&self, to: &Model) -> Result<Switched, StoreError> {
+        let (target, to) = (staged_for(to), to.clone());
+        let location = self.describe();
+        self.with_conn(move |conn| {
+            // The write lock first: no process writes between the check and the switch.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let staging: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM store_meta WHERE key = 'reembedding'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if staging.as_deref() != Some(target.as_str()) {
+                return Ok(Err(StoreError::unavailable(
+                    location,
+                    "another re-embedding started since this one: run it again",
+                )));
+            }
+            let behind: i64 =
+                tx.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))?;
+            if behind > 0 {
+                return Ok(Ok(Switched::Behind(behind as u64)));
+            }
+            tx.execute_batch(
+                "UPDATE memories SET embedding = (SELECT r.embedding FROM reembedded r \
+                   WHERE r.tenant_id = memories.tenant_id AND r.id = memories.id); \
+                 DELETE FROM reembedded; \
+                 DELETE FROM store_meta WHERE key = 'reembedding';",
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
+                params![to.name, to.dimension.to_string()],
+            )?;
+            tx.commit()?;
+            Ok(Ok(Switched::Done))
+        })
+        .await?
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite at {}", self.path.display())
+    }
+}
