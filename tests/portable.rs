@@ -301,6 +301,15 @@ async fn reembed_moves_each_store_to_another_model_under_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
     let acme = [("x-tenant-id", "acme")];
     let thread = [("x-tenant-id", "acme"), ("x-conversation-id", "chat:1")];
+    let help = (command(&env(&stub, &dir.path().join("help.db"))).args(["reembed", "--help"]))
+        .output()
+        .await
+        .unwrap();
+    let usage = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && usage.contains("--to-index <INDEX>"),
+        "{usage}"
+    );
     for store in ["sqlite", "postgres", "s3"] {
         let mut old = env(&stub, &dir.path().join(format!("{store}.db")));
         match store {

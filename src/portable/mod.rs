@@ -221,36 +221,31 @@ const BUSY_TRIES: usize = 500;
 /// Texts embedded at once by `import --reembed` and `reembed`.
 const EMBEDDING_AT_ONCE: usize = 16;
 
-/// The vectors of `texts`, in their order, by the configured embedder, a few at a time; a
-/// busy local model is waited for.
+/// The vectors of `texts`, in their order, by the configured embedder: always
+/// `EMBEDDING_AT_ONCE` in flight, so a local model finds a full batch waiting whenever it
+/// frees up; a busy local model is waited for.
 async fn embed_all(
     embedder: &Arc<dyn Embedder>,
     texts: Vec<String>,
 ) -> Result<Vec<Vec<f32>>, String> {
-    let mut vectors = vec![Vec::new(); texts.len()];
-    let mut texts = texts.into_iter().enumerate().peekable();
-    while texts.peek().is_some() {
-        let mut running = tokio::task::JoinSet::new();
-        for (i, text) in texts.by_ref().take(EMBEDDING_AT_ONCE) {
-            let embedder = Arc::clone(embedder);
-            running.spawn(async move {
-                for _ in 1..BUSY_TRIES {
-                    match embedder.embed(&text).await {
-                        Err(EmbedError::Busy(_)) => {
-                            tokio::time::sleep(std::time::Duration::from_millis(20)).await
-                        }
-                        done => return (i, done),
-                    }
+    use futures_util::{StreamExt, TryStreamExt};
+    let embed = |text: String| async move {
+        for _ in 1..BUSY_TRIES {
+            match embedder.embed(&text).await {
+                Err(EmbedError::Busy(_)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
                 }
-                (i, embedder.embed(&text).await)
-            });
+                done => return done,
+            }
         }
-        while let Some(joined) = running.join_next().await {
-            let (i, embedded) = joined.map_err(|e| e.to_string())?;
-            vectors[i] = embedded.map_err(|e| format!("embedding: {e}"))?;
-        }
-    }
-    Ok(vectors)
+        embedder.embed(&text).await
+    };
+    futures_util::stream::iter(texts)
+        .map(embed)
+        .buffered(EMBEDDING_AT_ONCE)
+        .map_err(|e| format!("embedding: {e}"))
+        .try_collect()
+        .await
 }
 
 /// The model a header names.

@@ -44,8 +44,8 @@ pub async fn run(variables: Variables, to_index: Option<String>) -> ExitCode {
     }
     let mut progress = Progress::new("re-embedded", plan.total);
     progress.resume(plan.staged);
-    let embedded = match passes(&*store, &embedder, &to, &mut progress).await {
-        Ok(embedded) => embedded,
+    let (embedded, switch) = match passes(&*store, &embedder, &to, &mut progress).await {
+        Ok(done) => done,
         Err(why) => {
             progress.finish();
             eprintln!(
@@ -62,10 +62,11 @@ pub async fn run(variables: Variables, to_index: Option<String>) -> ExitCode {
     };
     eprintln!(
         "re-embedded {embedded} memories ({} from an earlier run) of {} from {from} to {to} in \
-         {:.1} s",
+         {:.1} s (the switch took {:.1} s)",
         plan.staged,
         store.describe(),
-        took.as_secs_f64()
+        took.as_secs_f64(),
+        switch.as_secs_f64()
     );
     match store.afterwards() {
         Some(change) => eprintln!("now set {change}"),
@@ -78,13 +79,14 @@ pub async fn run(variables: Variables, to_index: Option<String>) -> ExitCode {
 }
 
 /// Embeds every memory still without a new vector, then switches; memories written
-/// meanwhile make another pass. How many memories were embedded.
+/// meanwhile make another pass. How many memories were embedded, and how long the switch
+/// that ended it took.
 async fn passes(
     store: &dyn Reembedding,
     embedder: &std::sync::Arc<dyn crate::embed::Embedder>,
     to: &crate::memory::Model,
     progress: &mut Progress,
-) -> Result<u64, String> {
+) -> Result<(u64, std::time::Duration), String> {
     let mut embedded = 0;
     for _ in 0..PASSES {
         let mut from: Option<String> = None;
@@ -105,8 +107,9 @@ async fn passes(
                 None => break,
             }
         }
+        let began = std::time::Instant::now();
         match store.switch(to).await.map_err(|e| e.to_string())? {
-            Switched::Done => return Ok(embedded),
+            Switched::Done => return Ok((embedded, began.elapsed())),
             Switched::Behind(_) => continue,
         }
     }

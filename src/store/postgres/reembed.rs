@@ -2,9 +2,8 @@
 //! `memories_reembedded` until one transaction puts them in place and records the model.
 //! The switch locks `store_meta` against every write of a vector (`check_model` holds the
 //! record shared until its write commits), so it waits for the writes under way and no
-//! replica's write of an old vector lands after it; its update of `memories` moves every
-//! tenant's version, so each replica drops its indexes and checks the model before it
-//! builds one (`versions.rs`).
+//! replica's write of an old vector lands after it; it moves every tenant's version, so each
+//! replica drops its indexes and checks the model before it builds one (`versions.rs`).
 
 use async_trait::async_trait;
 use sqlx::PgPool;
@@ -139,11 +138,17 @@ impl Reembedding for Reembedder {
     async fn switch(&self, to: &Model) -> Result<Switched, StoreError> {
         let mut tx = self.pool.begin().await.map_err(failed)?;
         // Waits for every write of a vector under way, and holds off new ones until this
-        // commits; reads of the record go on.
-        sqlx::query("LOCK TABLE store_meta IN EXCLUSIVE MODE")
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
+        // commits; reads of the record go on. Rewriting every vector may outlast the pool's
+        // statement timeout, which is sized for a request: the switch has its own.
+        for statement in [
+            "SET LOCAL statement_timeout = '15min'",
+            "LOCK TABLE store_meta IN EXCLUSIVE MODE",
+        ] {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
         let staging: Option<String> =
             sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'reembedding'")
                 .fetch_optional(&mut *tx)
@@ -162,9 +167,19 @@ impl Reembedding for Reembedder {
         if behind > 0 {
             return Ok(Switched::Behind(behind as u64));
         }
+        // Every tenant's version row next, in the order a write takes its locks (the
+        // record, then the version, then the rows), so no write holding one waits for this
+        // switch while it waits for that write. With them held, the rows are rewritten
+        // without the per-row trigger, and each tenant moves one version.
         for statement in [
+            "INSERT INTO memory_versions SELECT DISTINCT tenant_id, 0 FROM memories \
+             ON CONFLICT (tenant_id) DO NOTHING",
+            "SELECT 1 FROM memory_versions FOR UPDATE",
+            "ALTER TABLE memories DISABLE TRIGGER memories_versioned",
             "UPDATE memories m SET embedding = r.embedding FROM memories_reembedded r \
              WHERE r.tenant_id = m.tenant_id AND r.id = m.id",
+            "ALTER TABLE memories ENABLE TRIGGER memories_versioned",
+            "UPDATE memory_versions SET version = version + 1",
             "TRUNCATE memories_reembedded",
             "DELETE FROM store_meta WHERE key = 'reembedding'",
         ] {

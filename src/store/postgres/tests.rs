@@ -124,6 +124,73 @@ async fn a_write_waits_for_a_reembedding_switch() {
     store_one(&store, "acme", fact("second", T0 + 1), &direction(1, 0.0)).await;
 }
 
+/// A write holding its tenant's version row when a switch starts (a forget, a sweep) ends,
+/// and so does the switch: neither waits for the other in a circle.
+#[tokio::test]
+async fn a_switch_and_a_write_under_way_both_finish() {
+    use crate::store::reembed::{Reembedding, Switched};
+    let url = fresh_database().await;
+    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
+    let fact = |content: &str, at| note(content, at, Scope::Project, None);
+    let kept = store_one(&store, "acme", fact("kept", T0), &direction(0, 0.0)).await;
+    for i in 1..8 {
+        let content = format!("gone {i}");
+        store_one(
+            &store,
+            "acme",
+            fact(&content, T0 + i),
+            &direction(i as usize, 0.0),
+        )
+        .await;
+    }
+    let run = super::reembed::Reembedder::open(&url, &SETTINGS)
+        .await
+        .unwrap();
+    let wider = crate::memory::Model {
+        name: "test:wider".into(),
+        dimension: 12,
+    };
+    run.begin(&wider).await.unwrap();
+    let page = run.pending(None, 10).await.unwrap();
+    let vectors: Vec<_> = (page.memories.iter())
+        .map(|m| (m.key.clone(), vec![0.5; 12]))
+        .collect();
+    run.stage(&vectors).await.unwrap();
+    // A forget as the store makes one, the version row first, then the rows: most of them,
+    // so whichever row an update would lock first is likely among them.
+    let mut forget = PgConnection::connect(&url).await.unwrap();
+    let mut tx = forget.begin().await.unwrap();
+    super::versions::lock_version(&mut *tx, "acme")
+        .await
+        .unwrap();
+    let switch = tokio::spawn(async move { run.switch(&wider).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    sqlx::query("DELETE FROM memories WHERE tenant_id = 'acme' AND id <> $1")
+        .bind(&kept.id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(switch.await.unwrap().unwrap(), Switched::Done);
+    let renewed = PostgresStore::open(
+        &url,
+        &crate::memory::Model {
+            name: "test:wider".into(),
+            dimension: 12,
+        },
+        &SETTINGS,
+    )
+    .await
+    .unwrap();
+    let found = suite::nearest(&renewed, &tenant("acme"), &seen_from(None), &[0.5; 12], 5)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = found.iter().map(|h| h.memory.id.as_str()).collect();
+    assert_eq!(ids, [kept.id.as_str()]);
+}
+
 #[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
     let url = fresh_database().await;

@@ -162,12 +162,22 @@ impl Reembedding for Reembedder {
             if behind > 0 {
                 return Ok(Ok(Switched::Behind(behind as u64)));
             }
-            tx.execute_batch(
-                "UPDATE memories SET embedding = (SELECT r.embedding FROM reembedded r \
+            // The update trigger would move a tenant's version once per memory; without it
+            // (dropped and made again within the transaction, so no other process ever
+            // sees the table without it) each tenant moves once, and the switch holds the
+            // write lock for less.
+            tx.execute_batch(&format!(
+                "DROP TRIGGER memories_updated_version; \
+                 UPDATE memories SET embedding = (SELECT r.embedding FROM reembedded r \
                    WHERE r.tenant_id = memories.tenant_id AND r.id = memories.id); \
+                 INSERT INTO memory_versions (tenant_id, memories) \
+                   SELECT DISTINCT tenant_id, 1 FROM memories WHERE true \
+                   ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1; \
+                 {} \
                  DELETE FROM reembedded; \
                  DELETE FROM store_meta WHERE key = 'reembedding';",
-            )?;
+                super::version_triggers()
+            ))?;
             tx.execute(
                 "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",
                 params![to.name, to.dimension.to_string()],
