@@ -37,6 +37,28 @@ fn staged_for(model: &Model) -> String {
     format!("{}\n{}", model.name, model.dimension)
 }
 
+/// The model the vectors staged so far are of, as `staged_for` wrote it, read with
+/// `locking` (a row-locking clause, or nothing).
+async fn staging(
+    conn: &mut sqlx::PgConnection,
+    locking: &str,
+) -> Result<Option<String>, StoreError> {
+    sqlx::query_scalar(&format!(
+        "SELECT value FROM store_meta WHERE key = 'reembedding' {locking}"
+    ))
+    .fetch_optional(conn)
+    .await
+    .map_err(failed)
+}
+
+/// How many memories have no staged vector.
+async fn unstaged(conn: &mut sqlx::PgConnection) -> Result<i64, StoreError> {
+    sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
+        .fetch_one(conn)
+        .await
+        .map_err(failed)
+}
+
 impl Reembedder {
     pub async fn open(url: &str, settings: &PoolSettings) -> Result<Reembedder, StoreError> {
         let (pool, location) = connect(url, settings).await?;
@@ -56,11 +78,7 @@ impl Reembedding for Reembedder {
     async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
         let target = staged_for(to);
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        let earlier: Option<String> =
-            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'reembedding' FOR UPDATE")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(failed)?;
+        let earlier = staging(&mut tx, "FOR UPDATE").await?;
         if earlier.as_deref() != Some(target.as_str()) {
             sqlx::query("TRUNCATE memories_reembedded")
                 .execute(&mut *tx)
@@ -79,10 +97,7 @@ impl Reembedding for Reembedder {
             .fetch_one(&mut *tx)
             .await
             .map_err(failed)?;
-        let pending: i64 = sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(failed)?;
+        let pending = unstaged(&mut tx).await?;
         let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
         tx.commit().await.map_err(failed)?;
         Ok(Plan {
@@ -149,21 +164,13 @@ impl Reembedding for Reembedder {
                 .await
                 .map_err(failed)?;
         }
-        let staging: Option<String> =
-            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'reembedding'")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(failed)?;
-        if staging.as_deref() != Some(staged_for(to).as_str()) {
+        if staging(&mut tx, "").await?.as_deref() != Some(staged_for(to).as_str()) {
             return Err(StoreError::unavailable(
                 format!("the database {}", self.location),
                 "another re-embedding started since this one: run it again",
             ));
         }
-        let behind: i64 = sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(failed)?;
+        let behind = unstaged(&mut tx).await?;
         if behind > 0 {
             return Ok(Switched::Behind(behind as u64));
         }

@@ -56,6 +56,21 @@ fn staged_for(model: &Model) -> String {
     format!("{}\n{}", model.name, model.dimension)
 }
 
+/// The model the vectors staged so far are of, as `staged_for` wrote it.
+fn staging(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT value FROM store_meta WHERE key = 'reembedding'",
+        [],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// How many memories have no staged vector.
+fn unstaged(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))
+}
+
 fn key_of(tenant: &str, id: &str) -> String {
     format!("{tenant}\n{id}")
 }
@@ -66,13 +81,7 @@ impl Reembedding for Reembedder {
         let target = staged_for(to);
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let earlier: Option<String> = tx
-                .query_row(
-                    "SELECT value FROM store_meta WHERE key = 'reembedding'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let earlier = staging(&tx)?;
             if earlier.as_deref() != Some(target.as_str()) {
                 tx.execute("DELETE FROM reembedded", [])?;
                 tx.execute(
@@ -81,8 +90,7 @@ impl Reembedding for Reembedder {
                 )?;
             }
             let total: i64 = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
-            let pending: i64 =
-                tx.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))?;
+            let pending = unstaged(&tx)?;
             let recorded = recorded_model(&tx)?;
             tx.commit()?;
             Ok(Plan {
@@ -144,21 +152,13 @@ impl Reembedding for Reembedder {
         self.with_conn(move |conn| {
             // The write lock first: no process writes between the check and the switch.
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let staging: Option<String> = tx
-                .query_row(
-                    "SELECT value FROM store_meta WHERE key = 'reembedding'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if staging.as_deref() != Some(target.as_str()) {
+            if staging(&tx)?.as_deref() != Some(target.as_str()) {
                 return Ok(Err(StoreError::unavailable(
                     location,
                     "another re-embedding started since this one: run it again",
                 )));
             }
-            let behind: i64 =
-                tx.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))?;
+            let behind = unstaged(&tx)?;
             if behind > 0 {
                 return Ok(Ok(Switched::Behind(behind as u64)));
             }
