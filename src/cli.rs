@@ -14,6 +14,7 @@ use clap::error::ErrorKind;
 use crate::app::App;
 use crate::config::{self, Config, Variables};
 use crate::memory::{Tenant, Visibility};
+use crate::variables::text;
 use crate::{SERVER_NAME, SERVER_VERSION};
 
 #[derive(Parser)]
@@ -62,6 +63,18 @@ pub enum Command {
         /// model is not the configured one)
         #[arg(long)]
         reembed: bool,
+    },
+    /// Serve MCP over stdio (one JSON-RPC message per line) to the client that started this
+    /// process, as the tenant MEMORY_TENANT; everything but protocol messages goes to stderr.
+    Stdio {
+        /// the tenant (project) whose memories this process serves, by the rules of the
+        /// X-Memory-Tenant header
+        #[arg(long, env = "MEMORY_TENANT", value_parser = text)]
+        tenant: Option<String>,
+        /// the conversation its notes belong to, by the rules of the X-Conversation-Id
+        /// header [default: unset]
+        #[arg(long, env = "MEMORY_CONVERSATION", value_parser = text)]
+        conversation: Option<String>,
     },
     /// Embed every memory of the configured store again with the configured embedder, while
     /// servers keep answering: SQLite and PostgreSQL in place, switched at once at the end;

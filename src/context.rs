@@ -1,7 +1,8 @@
-//! Who is asking: the tenant and conversation of a tool call, read from HTTP headers.
+//! Who is asking: the tenant and conversation of a tool call, read from HTTP headers, or
+//! for a stdio process from its configuration.
 //!
-//! This is the only place headers become identities (docs/behavior.md#identity). Tools never take a
-//! tenant or conversation argument.
+//! This is the only place headers and those variables become identities
+//! (docs/behavior.md#identity). Tools never take a tenant or conversation argument.
 
 use axum::http::HeaderMap;
 
@@ -38,6 +39,25 @@ pub fn resolve(headers: &HeaderMap) -> Identity {
     let tenant = tenant(headers)?;
     Ok(RequestContext {
         tenant,
+        conversation,
+    })
+}
+
+/// The identity of a process serving one client over stdio, from `MEMORY_TENANT` (required)
+/// and `MEMORY_CONVERSATION`, by the rules of the headers; a refusal names the variable.
+pub fn configured(
+    tenant: Option<String>,
+    conversation: Option<String>,
+) -> Result<RequestContext, String> {
+    let tenant = tenant.filter(|t| !t.is_empty()).ok_or(
+        "MEMORY_TENANT is required: the tenant (project) whose memories this process serves, \
+         by the rules of the X-Memory-Tenant header",
+    )?;
+    let conversation = (conversation.filter(|c| !c.is_empty()))
+        .map(|c| conversation_named("MEMORY_CONVERSATION", c))
+        .transpose()?;
+    Ok(RequestContext {
+        tenant: tenant_named("MEMORY_TENANT", tenant)?,
         conversation,
     })
 }

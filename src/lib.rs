@@ -20,6 +20,7 @@ pub mod portable;
 pub mod ranking;
 pub mod search;
 pub mod shutdown;
+pub mod stdio;
 pub mod store;
 pub mod tools;
 pub mod variables;

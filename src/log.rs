@@ -4,7 +4,7 @@
 //! memory content, queries, tags and conversation ids cannot be logged by accident.
 
 use tracing::Level;
-use tracing_subscriber::fmt::writer::MakeWriterExt;
+use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
 
 /// The only context a log line may carry.
 #[derive(Debug, Default, Clone)]
@@ -16,12 +16,17 @@ pub struct Fields<'a> {
     pub in_conversation: Option<bool>,
 }
 
-/// Sends this process's events to stdout and stderr as JSON lines; once, at start. A line
-/// that cannot be written (a closed stdout) is lost, and the server goes on.
-pub fn init() {
-    let writer = std::io::stderr
-        .with_max_level(Level::ERROR)
-        .or_else(std::io::stdout);
+/// Sends this process's events as JSON lines, once, at start: for the HTTP server, errors
+/// to stderr and the rest to stdout; with `stdout_taken` (stdio's protocol, or a command's
+/// output) all of them to stderr. A line that cannot be written is lost, and the process
+/// goes on.
+pub fn init(stdout_taken: bool) {
+    let rest = if stdout_taken {
+        BoxMakeWriter::new(std::io::stderr)
+    } else {
+        BoxMakeWriter::new(std::io::stdout)
+    };
+    let writer = std::io::stderr.with_max_level(Level::ERROR).or_else(rest);
     // The line names its level itself, lowercase, as operators' queries have always read it.
     let _ = tracing_subscriber::fmt()
         .json()

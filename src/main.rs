@@ -4,16 +4,17 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use mcp_memory::app::App;
 use mcp_memory::config::Variables;
-use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, http, log, portable, shutdown};
+use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, context, http, log, portable, shutdown, stdio};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    log::init();
     let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    log::init(cli.command.is_some());
     match cli.command {
         Some(cli::Command::Export { tenants, out }) => {
             portable::export::run(cli.variables, tenants, out).await
@@ -21,6 +22,10 @@ async fn main() -> ExitCode {
         Some(cli::Command::Import { input, reembed }) => {
             portable::import::run(cli.variables, input, reembed).await
         }
+        Some(cli::Command::Stdio {
+            tenant,
+            conversation,
+        }) => stdio(cli.variables, tenant, conversation).await,
         Some(cli::Command::Reembed { to_index }) => {
             portable::reembed::run(cli.variables, to_index).await
         }
@@ -70,6 +75,38 @@ async fn serve(variables: Variables) -> ExitCode {
         // Requests still running at the deadline are abandoned; the flush must happen.
         _ = async { stopping.notified().await; tokio::time::sleep(shutdown::DRAIN_DEADLINE).await } => {}
     }
+    finish(&app).await
+}
+
+/// MCP over stdio for the one client that started this process, as the configured tenant.
+async fn stdio(
+    variables: Variables,
+    tenant: Option<String>,
+    conversation: Option<String>,
+) -> ExitCode {
+    let caller = match context::configured(tenant, conversation) {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            eprintln!("configuration error: {refusal}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let app = match cli::boot(variables).await {
+        Ok((app, _)) => Arc::new(app),
+        Err(code) => return code,
+    };
+    eprintln!(
+        "{SERVER_NAME} v{SERVER_VERSION} serving MCP on stdio for tenant {}",
+        caller.tenant.as_str()
+    );
+    eprintln!("{}", app.describe());
+    let signal = shutdown::signal();
+    stdio::serve(Arc::clone(&app), caller, signal, shutdown::DRAIN_DEADLINE).await;
+    finish(&app).await
+}
+
+/// After the last request: the sweep stops, the store is flushed once and let go.
+async fn finish(app: &App) -> ExitCode {
     app.sweeper.stop().await;
     if let Err(e) = app.tools.store.flush().await {
         log::error(

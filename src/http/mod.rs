@@ -141,7 +141,7 @@ async fn serve_mcp(
         );
     };
     let identity = context::resolve(&headers);
-    let reply = mcp::handle(&app.tools, &headers, &identity, &body).await;
+    let reply = mcp::handle(&app.tools, mcp::Arrival::Http(&headers), &identity, &body).await;
     match reply.body {
         Some(body) => json_response(reply.status, &body),
         None => reply.status.into_response(),

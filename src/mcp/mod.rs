@@ -1,9 +1,11 @@
-//! MCP over Streamable HTTP, stateless, both protocol eras on one endpoint (docs/behavior.md#protocol).
+//! MCP, both protocol eras, over Streamable HTTP (stateless, one endpoint) and over stdio
+//! (docs/behavior.md#protocol).
 //!
 //! A request whose `params._meta` claims a protocol version is served under 2026-07-28
-//! with its header checks; everything else is the legacy `initialize` era. Every request
-//! is answered on its own: nothing is kept between requests, so any replica answers any
-//! request. Tool failures are tool results; JSON-RPC errors are for protocol failures only.
+//! (over HTTP with its header checks); everything else is the legacy `initialize` era.
+//! Every request is answered on its own: nothing is kept between requests, so any replica
+//! answers any request. Tool failures are tool results; JSON-RPC errors are for protocol
+//! failures only.
 
 mod jsonrpc;
 
@@ -33,10 +35,35 @@ fn server_info() -> Value {
     json!({"name": SERVER_NAME, "version": SERVER_VERSION})
 }
 
-/// Answers one POSTed JSON-RPC message.
+/// How a message arrived: what its transport says besides the message itself.
+#[derive(Clone, Copy)]
+pub enum Arrival<'a> {
+    /// A POST, with its headers: the protocol version and, under 2026-07-28, the method and
+    /// the tool's name, each checked against the body.
+    Http(&'a HeaderMap),
+    /// A line of stdin: no headers. The legacy era's version is the one `initialize`
+    /// agreed on this connection (`negotiated`), which the caller keeps.
+    Stdio { negotiated: Option<&'a str> },
+}
+
+impl Arrival<'_> {
+    fn header(&self, name: &str) -> Option<String> {
+        match self {
+            Arrival::Http(headers) => header(headers, name),
+            Arrival::Stdio { .. } => None,
+        }
+    }
+}
+
+/// The version an answer to `initialize` agreed on, for a connection that keeps it (stdio).
+pub fn negotiated(reply: &Reply) -> Option<&str> {
+    reply.body.as_ref()?["result"]["protocolVersion"].as_str()
+}
+
+/// Answers one JSON-RPC message.
 pub async fn handle(
     service: &ToolService,
-    headers: &HeaderMap,
+    arrival: Arrival<'_>,
     identity: &Identity,
     body: &[u8],
 ) -> Reply {
@@ -100,13 +127,13 @@ pub async fn handle(
         .unwrap_or(&empty);
     let meta = params.get("_meta").and_then(Value::as_object);
     let claim = meta.and_then(|m| m.get(VERSION_KEY));
-    let header_version = header(headers, "mcp-protocol-version");
+    let header_version = arrival.header("mcp-protocol-version");
 
     let request = Request {
         id,
         method,
         params,
-        headers,
+        arrival,
     };
     let valid_modern_claim = claim.and_then(Value::as_str) == Some(MODERN)
         && meta.is_some_and(|m| m.get(CAPABILITIES_KEY).is_some_and(Value::is_object));
@@ -140,7 +167,7 @@ struct Request<'a> {
     id: Option<Value>,
     method: &'a str,
     params: &'a Map<String, Value>,
-    headers: &'a HeaderMap,
+    arrival: Arrival<'a>,
 }
 
 impl Request<'_> {
@@ -181,10 +208,14 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
     if request.id.is_none() {
         return Reply::accepted();
     }
-    // A client names its version on every request after `initialize`; one that does not
-    // is taken as 2025-03-26, which has no structured results.
-    let structured = header(request.headers, "mcp-protocol-version")
-        .is_some_and(|v| STRUCTURED.contains(&v.as_str()));
+    // Over HTTP a client names its version on every request after `initialize`; one that
+    // does not is taken as 2025-03-26, which has no structured results. Over stdio the
+    // connection remembers what `initialize` agreed.
+    let version = match request.arrival {
+        Arrival::Http(headers) => header(headers, "mcp-protocol-version"),
+        Arrival::Stdio { negotiated } => negotiated.map(str::to_owned),
+    };
+    let structured = version.is_some_and(|v| STRUCTURED.contains(&v.as_str()));
     match request.method {
         "initialize" => {
             let asked = request
@@ -215,8 +246,8 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
     }
 }
 
-/// The 2026-07-28 era, with the header checks in the order the conformance suite expects
-/// (docs/behavior.md#protocol).
+/// The 2026-07-28 era, with the header checks over HTTP in the order the conformance suite
+/// expects (docs/behavior.md#protocol); stdio has no headers to check.
 async fn modern(
     service: &ToolService,
     identity: &Identity,
@@ -239,6 +270,7 @@ async fn modern(
             "Invalid params: _meta io.modelcontextprotocol/clientCapabilities must be an object",
         );
     }
+    let http = matches!(request.arrival, Arrival::Http(_));
     if header_version.as_deref().is_some_and(|h| h != version) {
         return request.error(
             bad_request,
@@ -246,7 +278,7 @@ async fn modern(
             "MCP-Protocol-Version header does not match _meta protocolVersion",
         );
     }
-    let method_header = header(request.headers, "mcp-method");
+    let method_header = request.arrival.header("mcp-method");
     if method_header
         .as_deref()
         .is_some_and(|m| m != request.method)
@@ -266,24 +298,28 @@ async fn modern(
             json!({"supported": [MODERN], "requested": version}),
         );
     }
-    if header_version.is_none() {
+    if http && header_version.is_none() {
         return request.error(
             bad_request,
             code::HEADER_MISMATCH,
             "MCP-Protocol-Version header is required",
         );
     }
-    if method_header.is_none() {
+    if http && method_header.is_none() {
         return request.error(
             bad_request,
             code::HEADER_MISMATCH,
             "Mcp-Method header is required",
         );
     }
-    if request.method == "tools/call"
+    if http
+        && request.method == "tools/call"
         && let Some(name) = request.params.get("name").and_then(Value::as_str)
     {
-        let sent = header(request.headers, "mcp-name").and_then(|raw| decode_name(&raw));
+        let sent = request
+            .arrival
+            .header("mcp-name")
+            .and_then(|raw| decode_name(&raw));
         if sent.as_deref() != Some(name) {
             return request.error(
                 bad_request,

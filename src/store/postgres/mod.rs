@@ -364,7 +364,7 @@ async fn schema(
     }
     if legacy::present(tx).await.map_err(failed)? {
         let moved = legacy::migrate(tx, SCHEMA).await?;
-        println!("store: migrated {moved} memories from the v0.8 layout into the native table");
+        eprintln!("store: migrated {moved} memories from the v0.8 layout into the native table");
     }
     for statement in SCHEMA {
         sqlx::query(statement)
