@@ -76,14 +76,10 @@ pub struct Variables {
     /// region of S3, Bedrock and the knowledge base
     #[arg(long, env = "AWS_REGION", value_parser = text, default_value = "ap-northeast-2")]
     pub aws_region: String,
-    /// similarity floor of recall, in (0, 1]
-    #[arg(
-        long,
-        env = "RECALL_MIN_SIMILARITY",
-        value_parser = min_similarity,
-        default_value = "0.1"
-    )]
-    pub recall_min_similarity: f64,
+    /// similarity floor of recall, in (0, 1] [default: 0.2 with the local model, 0.1
+    /// otherwise]
+    #[arg(long, env = "RECALL_MIN_SIMILARITY", value_parser = min_similarity)]
+    pub recall_min_similarity: Option<f64>,
     /// weight of words against meaning in recall, 0-1 (0 = meaning only); chosen on the
     /// LoCoMo benchmark (BENCHMARKS.md)
     #[arg(
@@ -165,9 +161,17 @@ impl Variables {
         let mut warnings = Vec::new();
         let region = self.aws_region;
         let expiry_sweep = Duration::from_secs(self.store.expiry_sweep_seconds as u64);
+        let s3 = self.store.chooses_s3();
         let store = self.store.resolve(&region, &mut warnings)?;
         let knowledge_base = self.docs.resolve(&region, &mut warnings)?;
-        let embedder = self.embedder.resolve(&region)?;
+        let embedder = self.embedder.resolve(&region, s3)?;
+        // Each model spreads its similarities differently (README, "Recall threshold").
+        let min_similarity = self.recall_min_similarity.unwrap_or(match embedder {
+            #[cfg(feature = "local")]
+            crate::embed::Settings::Local { .. } => 0.2,
+            #[allow(unreachable_patterns)]
+            _ => 0.1,
+        });
         let allowed_origins = (self.mcp_allowed_origins.iter())
             .flat_map(|raw| raw.split(','))
             .map(|o| o.trim().to_owned())
@@ -188,7 +192,7 @@ impl Variables {
             expiry_sweep,
             embedder,
             knowledge_base,
-            min_similarity: self.recall_min_similarity,
+            min_similarity,
             keyword_weight: self.recall_keyword_weight,
             metrics_tenant_label: self.metrics_tenant_label,
             warnings,

@@ -27,6 +27,15 @@ pub fn text(raw: &str) -> Result<String, String> {
     Ok(raw.trim().to_owned())
 }
 
+/// Where this binary keeps what it needs when nothing is configured (the SQLite file, the
+/// local model): `mcp-memory` in the user's data directory, `$XDG_DATA_HOME` or
+/// `~/.local/share` on Unix, `%APPDATA%` on Windows; None without a home directory.
+pub fn data_dir() -> Option<std::path::PathBuf> {
+    use etcetera::BaseStrategy;
+    let strategy = etcetera::choose_base_strategy().ok()?;
+    Some(strategy.data_dir().join("mcp-memory"))
+}
+
 /// A choice the operator made that this binary cannot serve: the feature was left out of
 /// the build.
 pub fn unavailable(what: &str, feature: &str) -> String {

@@ -273,11 +273,6 @@ async fn configuration_refusals_exit_non_zero_with_one_line_naming_the_variable(
             "configuration error: EMBEDDING_API_KEY is required",
         ),
         (
-            "DATABASE_URL",
-            None,
-            "configuration error: no storage is configured",
-        ),
-        (
             "EMBEDDING_PROVIDER",
             Some("cohere"),
             "configuration error: EMBEDDING_PROVIDER must be",

@@ -273,3 +273,69 @@ async fn recall_by_paraphrase_end_to_end() {
     assert!(after.contains("make test"), "{after}");
     server.kill().await.unwrap();
 }
+
+/// With nothing configured but the tenant, `mcp-memory stdio` keeps its file and looks for
+/// the model in the user's data directory; a missing model is refused with the command that
+/// fetches it, and once it is there the process serves from any working directory.
+#[tokio::test]
+async fn stdio_needs_no_configuration_but_the_tenant() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::process::Command;
+
+    let data = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stdio = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-memory"));
+        command
+            .arg("stdio")
+            .env_clear()
+            .env("HOME", data.path())
+            .env("XDG_DATA_HOME", data.path().join("share"))
+            .env("MEMORY_TENANT", "zero-setup")
+            .current_dir(elsewhere.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        command
+    };
+    let home = data.path().join("share/mcp-memory");
+    let wanted = home.join("models/all-MiniLM-L6-v2");
+    let refused = stdio().output().await.unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("scripts/fetch_model.sh {}", wanted.display())),
+        "{said}"
+    );
+    assert!(refused.stdout.is_empty());
+
+    std::fs::create_dir_all(wanted.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(model_dir(), &wanted).unwrap();
+    let mut child = stdio().spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    for (id, content) in [(1, "the staging cluster is called blue-lagoon")] {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": content}}});
+        stdin
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let answer: Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("[MEMORY] Stored as "), "{answer}");
+    drop(stdin);
+    assert_eq!(child.wait().await.unwrap().code(), Some(0));
+    assert!(
+        home.join("memory.db").exists(),
+        "the file is in the data directory"
+    );
+    assert!(
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}

@@ -94,8 +94,21 @@ fn min_similarity_is_in_the_open_closed_unit_interval() {
 
 #[test]
 fn storage_refusals_name_the_variables() {
-    let none = load(&BASE[1..]).err().unwrap();
-    assert!(none.starts_with("no storage is configured") && none.contains("DATABASE_URL"));
+    // Nothing chosen: the embedded file in the user's data directory, where SQLite is built.
+    match load(&BASE[1..]) {
+        #[cfg(feature = "sqlite")]
+        Ok(Config {
+            store: store::Settings::Sqlite { path, .. },
+            ..
+        }) => assert!(path.ends_with("mcp-memory/memory.db"), "{}", path.display()),
+        Err(none) => assert!(
+            !cfg!(feature = "sqlite")
+                && none.starts_with("no storage is configured")
+                && none.contains("DATABASE_URL")
+        ),
+        #[allow(unreachable_patterns)]
+        Ok(_) => panic!("another store than the default"),
+    }
     let only_state = load(&[&BASE[1..], &[("STATE_BUCKET", "s")]].concat())
         .err()
         .unwrap();
@@ -125,7 +138,31 @@ fn storage_refusals_name_the_variables() {
 
 #[test]
 fn embedding_refusals_name_the_variables() {
+    // No provider: the local model where it is built, from the data directory, with its floor.
+    #[cfg(feature = "local")]
     match load(&[BASE[0]]) {
+        Ok(Config {
+            embedder:
+                embed::Settings::Local {
+                    model_dir,
+                    dimension: None,
+                },
+            min_similarity,
+            ..
+        }) => {
+            assert!(model_dir.ends_with("mcp-memory/models/all-MiniLM-L6-v2"));
+            assert_eq!(min_similarity, 0.2);
+        }
+        other => panic!("the default provider is local: {:?}", other.err()),
+    }
+    // Under S3 (and in builds without the local model) the default is Bedrock's.
+    let s3 = [("VECTOR_BUCKET", "vectors"), ("STATE_BUCKET", "state")];
+    let defaulted = if cfg!(feature = "local") {
+        load(&s3)
+    } else {
+        load(&[BASE[0]])
+    };
+    match defaulted {
         #[cfg(feature = "bedrock")]
         Ok(Config {
             embedder:
@@ -139,6 +176,9 @@ fn embedding_refusals_name_the_variables() {
             (model.as_str(), dimension, region.as_str()),
             ("amazon.titan-embed-text-v2:0", 1024, "ap-northeast-2")
         ),
+        Err(other) if !cfg!(feature = "s3") && cfg!(feature = "local") => {
+            assert!(other.contains("S3"), "{other}")
+        }
         Err(default) => assert!(
             !cfg!(feature = "bedrock")
                 && default.starts_with("EMBEDDING_PROVIDER defaults to bedrock"),
@@ -168,11 +208,12 @@ fn embedding_refusals_name_the_variables() {
     }
     let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
     assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
-    let local = with(&[("EMBEDDING_PROVIDER", "local")]).err().unwrap();
-    assert!(
-        local.starts_with("EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local"),
-        "{local}"
-    );
+    // Local without a model directory takes the data directory's.
+    #[cfg(feature = "local")]
+    assert!(matches!(
+        with(&[("EMBEDDING_PROVIDER", "local")]).unwrap().embedder,
+        embed::Settings::Local { .. }
+    ));
 }
 
 #[test]

