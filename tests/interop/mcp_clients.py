@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Drive a running mcp-memory server with the real Python MCP client (PyPI `mcp==2.3.0`).
 
-Usage: python mcp_clients.py URL MODE      (MODE: legacy | auto)
+Usage: python mcp_clients.py TARGET MODE      (MODE: legacy | auto)
 
-Each MODE uses its own tenant (`interop-<mode>`), so both modes can run against one
-database, one after the other. The client is used exactly as in docs/behavior.md#interop-and-conformance; the texts
+TARGET is the server's URL (Streamable HTTP), or `stdio:<path of the binary>`: each client
+then starts `mcp-memory stdio` itself, with the identity the HTTP headers would carry as
+MEMORY_TENANT / MEMORY_CONVERSATION and the server's configuration from this process's
+DATABASE_URL, EMBEDDING_* and RECALL_* variables.
+
+Each MODE (and transport) uses its own tenant, so every run can share one database. The client is used exactly as in docs/behavior.md#interop-and-conformance; the texts
 asserted are the user-visible ones fixed by docs/behavior.md#tools (labels and fragments the
 spec says tests may rely on). Prints one line per passed check; on the first failed
 check prints what was expected and what came back, and exits 1.
 """
 
 import asyncio
+import os
 import re
 import sys
 import traceback
@@ -18,6 +23,7 @@ from contextlib import asynccontextmanager
 
 import httpx2
 from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 EXPECTED_TOOLS = ["recall", "remember", "list_memories", "forget", "memory_stats"]
@@ -58,13 +64,27 @@ def text_of(res) -> str:
     return "\n".join(c.text for c in res.content if getattr(c, "type", None) == "text")
 
 
+# The server configuration a stdio client passes on to the process it starts.
+SERVER_VARIABLES = ("DATABASE_URL", "EMBEDDING_PROVIDER", "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY",
+                    "EMBEDDING_MODEL", "EMBEDDING_DIM", "RECALL_MIN_SIMILARITY")
+# What each identity header becomes for a stdio process.
+IDENTITY_VARIABLES = {"X-Memory-Tenant": "MEMORY_TENANT", "X-Conversation-Id": "MEMORY_CONVERSATION"}
+
+
 @asynccontextmanager
-async def connect(url: str, mode: str, headers: dict[str, str]):
+async def connect(target: str, mode: str, headers: dict[str, str]):
+    if target.startswith("stdio:"):
+        env = {k: os.environ[k] for k in SERVER_VARIABLES if k in os.environ}
+        env |= {IDENTITY_VARIABLES[k]: v for k, v in headers.items()}
+        server = StdioServerParameters(command=target[len("stdio:"):], args=["stdio"], env=env)
+        async with Client(server, mode=mode, read_timeout_seconds=60) as client:
+            yield client
+        return
     # trust_env=False: the server is on loopback; an inherited HTTP(S)_PROXY must not
     # capture the traffic.
     async with httpx2.AsyncClient(headers=headers, trust_env=False,
                                   timeout=httpx2.Timeout(30, read=60)) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        async with Client(streamable_http_client(target, http_client=http), mode=mode) as client:
             yield client
 
 
@@ -92,7 +112,8 @@ async def handshake(c: Checks, client, mode: str, what: str) -> None:
 
 
 async def run(url: str, mode: str, c: Checks) -> None:
-    tenant = f"interop-{mode}"
+    stdio = url.startswith("stdio:")
+    tenant = f"interop-{mode}" + ("-stdio" if stdio else "")
 
     # --- A: a plain project client (tenant, no conversation) -----------------------------
     async with connect(url, mode, {"X-Memory-Tenant": tenant}) as a:
@@ -197,7 +218,9 @@ async def run(url: str, mode: str, c: Checks) -> None:
         t = await call(c, a, "forget", {"id": mem_id})
         c.ok("forget again: 'No memory with id'", "No memory with id" in t, t)
 
-    # --- C: no tenant header at all -------------------------------------------------------
+    # --- C: no tenant header at all (a stdio process without one does not start) ----------
+    if stdio:
+        return
     async with connect(url, mode, {}) as anon:
         # docs/behavior.md#identity-refusals: the handshake and the listing need no tenant.
         await handshake(c, anon, mode, "client without tenant")
@@ -235,7 +258,8 @@ def main() -> int:
                 traceback.print_exception(e, file=sys.stderr)
         print(f"python-mcp {mode}: {c.passed} checks passed before the failure", file=sys.stderr)
         return 1
-    print(f"python-mcp {mode}: all {c.passed} checks passed")
+    over = " over stdio" if url.startswith("stdio:") else ""
+    print(f"python-mcp {mode}{over}: all {c.passed} checks passed")
     return 0
 
 

@@ -80,16 +80,20 @@ URL="http://127.0.0.1:$PORT/mcp"
 # clients see (401s, a sixth tool), so they are removed. The Origin allowlist holds the
 # server's own loopback origins: the DNS-rebinding scenario needs them accepted (docs/behavior.md#http-edge).
 # HOST keeps the test server on loopback (the server's default is every interface).
+# What every server of the run is configured with, over HTTP and over stdio.
+SERVER_ENV=(
+  DATABASE_URL="sqlite:$TMP/memory.db"
+  EMBEDDING_PROVIDER=openai
+  EMBEDDING_BASE_URL="http://127.0.0.1:$EMBED_PORT/v1"
+  EMBEDDING_API_KEY=test
+  EMBEDDING_MODEL=fake-64
+  EMBEDDING_DIM=64
+  RECALL_MIN_SIMILARITY=0.3
+)
 env -u MCP_API_KEY -u KNOWLEDGE_BASE_ID \
   HOST=127.0.0.1 \
   PORT="$PORT" \
-  DATABASE_URL="sqlite:$TMP/memory.db" \
-  EMBEDDING_PROVIDER=openai \
-  EMBEDDING_BASE_URL="http://127.0.0.1:$EMBED_PORT/v1" \
-  EMBEDDING_API_KEY=test \
-  EMBEDDING_MODEL=fake-64 \
-  EMBEDDING_DIM=64 \
-  RECALL_MIN_SIMILARITY=0.3 \
+  "${SERVER_ENV[@]}" \
   MCP_ALLOWED_ORIGINS="http://127.0.0.1:$PORT,http://localhost:$PORT" \
   "$BIN" >"$TMP/server.out" 2>"$TMP/server.err" &
 SERVER_PID=$!
@@ -151,6 +155,11 @@ fi
 # bounds a hung server; a healthy run takes a few seconds.
 for mode in legacy auto; do
   check "python mcp client, $mode" timeout 300 "$VENV/bin/python" "$HERE/mcp_clients.py" "$URL" "$mode"
+done
+# The same clients over stdio: each starts `mcp-memory stdio` itself, on the same database.
+for mode in legacy auto; do
+  check "python mcp client over stdio, $mode" env "${SERVER_ENV[@]}" \
+    timeout 300 "$VENV/bin/python" "$HERE/mcp_clients.py" "stdio:$BIN" "$mode"
 done
 for run in $(bash "$HERE/conformance.sh" --list); do
   check "conformance $run" bash "$HERE/conformance.sh" "$URL" "$TMP/conformance" "$run"
