@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Interop tests: real MCP clients and the official conformance suite against the built
+# Interop tests: real MCP clients (the Python and TypeScript SDKs and the Inspector's CLI,
+# over HTTP and over stdio) and the official conformance suite against the built
 # mcp-memory binary (docs/architecture.md#testing; docs/behavior.md#interop-and-conformance).
 #
 #   bash tests/interop/run.sh path/to/mcp-memory
@@ -30,6 +31,7 @@ if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   "$VENV/bin/pip" install -q --disable-pip-version-check "mcp==$MCP_VERSION"
 fi
 bash "$HERE/conformance.sh" --install
+bash "$HERE/node_clients.sh" --install
 
 # --- services --------------------------------------------------------------------------
 TMP="$(mktemp -d -t mcp-interop.XXXXXX)"
@@ -160,6 +162,11 @@ done
 for mode in legacy auto; do
   check "python mcp client over stdio, $mode" env "${SERVER_ENV[@]}" \
     timeout 300 "$VENV/bin/python" "$HERE/mcp_clients.py" "stdio:$BIN" "$mode"
+done
+# The TypeScript SDK and the Inspector's CLI, each over HTTP and over stdio.
+for client in ts inspector; do
+  check "$client over http" bash "$HERE/node_clients.sh" "$client" http "$URL"
+  check "$client over stdio" env "${SERVER_ENV[@]}" bash "$HERE/node_clients.sh" "$client" stdio "$BIN"
 done
 for run in $(bash "$HERE/conformance.sh" --list); do
   check "conformance $run" bash "$HERE/conformance.sh" "$URL" "$TMP/conformance" "$run"
