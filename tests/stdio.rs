@@ -319,12 +319,7 @@ async fn sigterm_ends_it_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let mut client = Client::start(&env_for(&stub, &dir.path().join("memory.db"), "acme"));
     client.initialize("2025-11-25").await;
-    let pid = client.child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    support::process::sigterm(client.child.id().unwrap());
     let status = tokio::time::timeout(Duration::from_secs(30), client.child.wait())
         .await
         .expect("it ends on SIGTERM with stdin still open")

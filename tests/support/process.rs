@@ -11,6 +11,15 @@ use tokio::task::JoinHandle;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_mcp-memory");
 
+/// Sends SIGTERM to the process `pid`, as an orchestrator stopping it would.
+pub fn sigterm(pid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -138,12 +147,7 @@ impl Running {
     }
 
     pub async fn terminate(mut self) -> Exited {
-        let pid = self.child.id().unwrap().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        sigterm(self.child.id().unwrap());
         let status = self.child.wait().await.unwrap();
         let mut stderr = String::new();
         self.child
