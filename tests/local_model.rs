@@ -339,3 +339,43 @@ async fn stdio_needs_no_configuration_but_the_tenant() {
             .is_none()
     );
 }
+
+/// A model that records instructions (sentence-transformers' `prompts`, as e5's
+/// `query: ` and `passage: `) gets them before each query and each memory.
+#[tokio::test]
+async fn a_model_with_prompts_puts_them_before_queries_and_passages() {
+    let prompted = tempfile::tempdir().unwrap();
+    // The model's files, but its own sentence-transformers configuration (written, never
+    // through a link into the model).
+    let own = "config_sentence_transformers.json";
+    for entry in std::fs::read_dir(model_dir()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != own {
+            std::os::unix::fs::symlink(entry.path(), prompted.path().join(entry.file_name()))
+                .unwrap();
+        }
+    }
+    std::fs::write(
+        prompted.path().join(own),
+        r#"{"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": null}"#,
+    )
+    .unwrap();
+    let with = LocalEmbedder::load(prompted.path(), None).unwrap();
+    assert_eq!(with.prompts().query, "query: ");
+    let plain = load();
+    assert!(plain.prompts().query.is_empty() && plain.prompts().passage.is_empty());
+    let text = "the deploy pipeline uses blue-green releases";
+    let query = with.embed_query(text).await.unwrap();
+    let passage = with.embed(text).await.unwrap();
+    assert_eq!(query, plain.embed(&format!("query: {text}")).await.unwrap());
+    assert_eq!(
+        passage,
+        plain.embed(&format!("passage: {text}")).await.unwrap()
+    );
+    assert_ne!(query, passage);
+    // Without prompts a query and a passage are the same text.
+    assert_eq!(
+        plain.embed_query(text).await.unwrap(),
+        plain.embed(text).await.unwrap()
+    );
+}

@@ -29,6 +29,42 @@ pub struct LocalEmbedder {
     thread: std::thread::JoinHandle<()>,
     name: String,
     dimension: usize,
+    prompts: Prompts,
+}
+
+/// What a model trained with instructions wants before each text, as sentence-transformers
+/// records it (`config_sentence_transformers.json`, `prompts`): e5's `query: ` and
+/// `passage: `. Empty for a model without them.
+#[derive(Debug, Default, Clone, PartialEq, serde::Deserialize)]
+pub struct Prompts {
+    #[serde(default)]
+    pub query: String,
+    #[serde(default, alias = "document")]
+    pub passage: String,
+}
+
+impl Prompts {
+    /// The prompts of the model in `dir`: none when it records none.
+    fn of(dir: &Path) -> Result<Prompts, String> {
+        #[derive(serde::Deserialize)]
+        struct Recorded {
+            #[serde(default)]
+            prompts: Prompts,
+        }
+        let path = dir.join("config_sentence_transformers.json");
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<Recorded>(&bytes)
+                .map(|r| r.prompts)
+                .map_err(|e| {
+                    format!(
+                        "{} is not a sentence-transformers configuration: {e}",
+                        path.display()
+                    )
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Prompts::default()),
+            Err(e) => Err(format!("cannot read {} ({e})", path.display())),
+        }
+    }
 }
 
 /// What turns a batch of texts into vectors, on the embedding thread.
@@ -61,12 +97,19 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string());
-        LocalEmbedder::start(
+        let mut embedder = LocalEmbedder::start(
             Box::new(move |texts: &[&str]| model.forward(texts)),
             name,
             width,
             QUEUE,
-        )
+        )?;
+        embedder.prompts = Prompts::of(dir)?;
+        Ok(embedder)
+    }
+
+    /// What this model puts before a query and before a passage.
+    pub fn prompts(&self) -> &Prompts {
+        &self.prompts
     }
 
     /// Starts the embedding thread, `queue` texts deep, around `forward`.
@@ -82,15 +125,16 @@ impl LocalEmbedder {
             thread,
             name,
             dimension: width,
+            prompts: Prompts::default(),
         })
     }
 
-    /// Embeds several texts in one forward pass.
+    /// Embeds several passages in one forward pass.
     pub async fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Queued back to back, the worker picks them up as one batch.
         let waiting: Vec<_> = texts
             .iter()
-            .map(|t| self.submit(t))
+            .map(|t| self.submit(&format!("{}{t}", self.prompts.passage)))
             .collect::<Result<_, _>>()?;
         let mut vectors = Vec::with_capacity(waiting.len());
         for reply in waiting {
@@ -152,7 +196,13 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
 #[async_trait]
 impl Embedder for LocalEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.submit(text)?.await.map_err(|_| stopped())?
+        let text = format!("{}{text}", self.prompts.passage);
+        self.submit(&text)?.await.map_err(|_| stopped())?
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let text = format!("{}{text}", self.prompts.query);
+        self.submit(&text)?.await.map_err(|_| stopped())?
     }
 
     fn model(&self) -> crate::memory::Model {
@@ -332,6 +382,7 @@ mod tests {
             thread,
             name: "stub".into(),
             dimension: 2,
+            prompts: Prompts::default(),
         };
         assert!(embedder.health().unwrap_err().contains("stopped"));
         let error = embedder.embed("anything").await.unwrap_err();

@@ -80,8 +80,15 @@ impl EmbedError {
 
 #[async_trait]
 pub trait Embedder: Send + Sync {
-    /// The text's vector, already checked by `check_vector`.
+    /// The vector of a text to store (a memory), already checked by `check_vector`.
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError>;
+
+    /// The vector of a text to search with (a recall's query). A model trained with
+    /// instructions embeds the two differently (e5's `query: ` and `passage: `); for the
+    /// others it is the same.
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(text).await
+    }
 
     /// The model every vector comes from, and their width.
     fn model(&self) -> Model;
@@ -150,21 +157,30 @@ pub fn explained_by_index(embedder: Arc<dyn Embedder>) -> Arc<dyn Embedder> {
 
 struct FixedIndex(Arc<dyn Embedder>);
 
+/// A width mismatch, as the index's.
+fn by_index(e: EmbedError) -> EmbedError {
+    match e {
+        EmbedError::Dimension {
+            model,
+            got,
+            expected,
+        } => EmbedError::IndexDimension {
+            model,
+            got,
+            expected,
+        },
+        other => other,
+    }
+}
+
 #[async_trait]
 impl Embedder for FixedIndex {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.0.embed(text).await.map_err(|e| match e {
-            EmbedError::Dimension {
-                model,
-                got,
-                expected,
-            } => EmbedError::IndexDimension {
-                model,
-                got,
-                expected,
-            },
-            other => other,
-        })
+        self.0.embed(text).await.map_err(by_index)
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.0.embed_query(text).await.map_err(by_index)
     }
 
     fn model(&self) -> Model {

@@ -14,13 +14,23 @@ pub struct TimedEmbedder {
     pub metrics: Arc<Metrics>,
 }
 
+impl TimedEmbedder {
+    async fn timed<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = call.await;
+        self.metrics.embedding(started.elapsed());
+        result
+    }
+}
+
 #[async_trait]
 impl Embedder for TimedEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let started = Instant::now();
-        let result = self.inner.embed(text).await;
-        self.metrics.embedding(started.elapsed());
-        result
+        self.timed(self.inner.embed(text)).await
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.timed(self.inner.embed_query(text)).await
     }
 
     fn model(&self) -> crate::memory::Model {

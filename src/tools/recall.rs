@@ -107,7 +107,7 @@ async fn recall(
 ) -> Result<Answer, ToolError> {
     let asked = render::quote(query, QUOTE_CHARS);
     let data = |confidence: &str, results: Vec<Value>| json!({"mode": mode.as_str(), "confidence": confidence, "results": results});
-    let vector = service.embedder.embed(query).await?;
+    let vector = service.embedder.embed_query(query).await?;
     let visibility = ctx.visibility();
     let terms = search::query_terms(query);
     let hybrid = service.keyword_weight > 0.0 && !terms.is_empty();
