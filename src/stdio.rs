@@ -58,9 +58,12 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(turn) = Arc::clone(&turns).acquire_owned().await else {
-            break;
+        // A signal while every turn is taken ends the reading too.
+        let turn = tokio::select! {
+            turn = Arc::clone(&turns).acquire_owned() => turn,
+            () = &mut stop => break,
         };
+        let Ok(turn) = turn else { break };
         let (app, identity, negotiated, answers) = (
             Arc::clone(&app),
             identity.clone(),
