@@ -208,12 +208,36 @@ fn embedding_refusals_name_the_variables() {
     }
     let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
     assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
-    // Local without a model directory takes the data directory's.
+    // Local without a model directory takes the data directory's; a bare name is a model
+    // there, a path is the model's directory.
     #[cfg(feature = "local")]
-    assert!(matches!(
-        with(&[("EMBEDDING_PROVIDER", "local")]).unwrap().embedder,
-        embed::Settings::Local { .. }
-    ));
+    for (given, found) in [
+        (None, "mcp-memory/models/all-MiniLM-L6-v2"),
+        (
+            Some("all-MiniLM-L6-v2"),
+            "mcp-memory/models/all-MiniLM-L6-v2",
+        ),
+        (
+            Some("multilingual-e5-small"),
+            "mcp-memory/models/multilingual-e5-small",
+        ),
+        (Some("./my-model"), "./my-model"),
+        (Some("/opt/models/minilm"), "/opt/models/minilm"),
+    ] {
+        let mut pairs = vec![("EMBEDDING_PROVIDER", "local")];
+        pairs.extend(given.map(|g| ("EMBEDDING_MODEL", g)));
+        match with(&pairs).unwrap().embedder {
+            embed::Settings::Local { model_dir, .. } => {
+                assert!(
+                    model_dir.ends_with(found),
+                    "{given:?}: {}",
+                    model_dir.display()
+                )
+            }
+            #[allow(unreachable_patterns)]
+            _ => panic!("not the local model"),
+        }
+    }
 }
 
 #[test]

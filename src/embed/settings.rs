@@ -142,14 +142,20 @@ impl Variables {
     cfg_if::cfg_if! {
         if #[cfg(feature = "local")] {
             fn local(self) -> Result<Settings, String> {
-                let model_dir = match self.embedding_model {
-                    Some(dir) => dir.into(),
-                    None => crate::variables::data_dir()
-                        .map(|d| d.join("models").join(DEFAULT_LOCAL_MODEL))
+                // A bare name is a model of the data directory's `models/`; anything with a
+                // path separator is the model's directory itself.
+                let named = |name: &str| {
+                    crate::variables::data_dir()
+                        .map(|d| d.join("models").join(name))
                         .ok_or(
-                            "EMBEDDING_MODEL is required for EMBEDDING_PROVIDER=local without a \
-                             home directory: the path of a sentence-transformers model directory",
-                        )?,
+                            "EMBEDDING_MODEL must be a model directory's path for \
+                             EMBEDDING_PROVIDER=local without a home directory",
+                        )
+                };
+                let model_dir = match self.embedding_model {
+                    Some(name) if is_model_name(&name) => named(&name)?,
+                    Some(dir) => dir.into(),
+                    None => named(DEFAULT_LOCAL_MODEL)?,
                 };
                 Ok(Settings::Local {
                     model_dir,
@@ -165,6 +171,12 @@ impl Variables {
             }
         }
     }
+}
+
+/// Whether `EMBEDDING_MODEL` names a model (`all-MiniLM-L6-v2`) rather than giving a path.
+#[cfg(feature = "local")]
+fn is_model_name(value: &str) -> bool {
+    !value.contains(['/', '\\']) && value != "." && value != ".."
 }
 
 #[cfg(feature = "openai")]
