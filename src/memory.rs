@@ -106,12 +106,13 @@ pub struct Model {
 }
 
 impl Model {
-    /// The model a store recorded as its `model` and `dimension` values, if it has both.
-    pub fn recorded(name: Option<String>, dimension: Option<String>) -> Option<Model> {
-        let dimension = dimension?.parse().ok()?;
+    /// The model a store recorded as its `model` and `dimension` values (`(key, value)`
+    /// rows of its metadata), if it has both.
+    pub fn recorded(rows: &[(String, String)]) -> Option<Model> {
+        let value = |key: &str| rows.iter().find(|(k, _)| k == key).map(|(_, v)| v);
         Some(Model {
-            name: name?,
-            dimension,
+            name: value("model")?.clone(),
+            dimension: value("dimension")?.parse().ok()?,
         })
     }
 }

@@ -91,21 +91,32 @@ pub struct Exported {
     pub next: Option<String>,
 }
 
+/// A memory's key in a store ordered by (tenant, id), as export cursors and re-embedding
+/// keys carry it: the two a newline apart (neither may hold one).
+pub fn tenant_and_id(tenant: &str, id: &str) -> String {
+    format!("{tenant}\n{id}")
+}
+
+/// The tenant and id of a `tenant_and_id` key.
+pub fn split_tenant_and_id(key: &str) -> Option<(&str, &str)> {
+    key.split_once('\n')
+}
+
 impl Exported {
     /// A page of a store that exports in (tenant, id) order, whose cursor is the last
-    /// tenant and id a newline apart: there may be more when the page is full.
+    /// memory's `tenant_and_id`: there may be more when the page is full.
     pub fn by_tenant_and_id(memories: Vec<Portable>, limit: usize) -> Exported {
         let next = (memories.len() == limit)
             .then(|| memories.last())
             .flatten()
-            .map(|p| format!("{}\n{}", p.tenant.as_str(), p.memory.id));
+            .map(|p| tenant_and_id(p.tenant.as_str(), &p.memory.id));
         Exported { memories, next }
     }
 
     /// Where such a store's page starts: after the cursor's tenant and id, or after
     /// ('', ''), before every tenant (so a page is always a range of the key).
     pub fn after_tenant_and_id(from: Option<&str>) -> (&str, &str) {
-        from.and_then(|f| f.split_once('\n')).unwrap_or(("", ""))
+        from.and_then(split_tenant_and_id).unwrap_or(("", ""))
     }
 }
 

@@ -38,6 +38,23 @@ pub struct Pending {
     pub next: Option<String>,
 }
 
+impl Pending {
+    /// A page of a store that goes in (tenant, id) order, its keys `tenant_and_id`: there
+    /// may be more when it is full.
+    pub fn by_tenant_and_id(memories: Vec<Unembedded>, limit: usize) -> Pending {
+        let next = (memories.len() == limit)
+            .then(|| memories.last().map(|m| m.key.clone()))
+            .flatten();
+        Pending { memories, next }
+    }
+}
+
+/// How a store that stages vectors names the model they are of: name and width, a
+/// newline apart.
+pub fn staged_for(model: &Model) -> String {
+    format!("{}\n{}", model.name, model.dimension)
+}
+
 /// How a switch ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Switched {

@@ -99,11 +99,11 @@ pub struct PostgresStore {
     pool: PgPool,
     location: String,
     width: usize,
-    /// The model this process embeds with, and whether the database is known to record it.
-    model: Model,
+    /// Whether the database is known to record a model (this process's is `database.model`).
     recorded: std::sync::atomic::AtomicBool,
     indexes: TenantCache<SearchIndex>,
-    /// The same pool, as the tenant cache reads it.
+    /// The same pool, as the tenant cache reads it, with the model and the refusals' name
+    /// of the database.
     database: Database,
 }
 
@@ -237,7 +237,6 @@ impl PostgresStore {
             pool,
             location,
             width: dimension,
-            model: model.clone(),
             recorded: std::sync::atomic::AtomicBool::new(false),
             indexes: TenantCache::new(settings.index_budget),
         };
@@ -258,11 +257,11 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
         let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
-        let location = format!("the database {}", self.location);
-        StoreError::unless_same_model(&location, recorded.clone(), &self.model)?;
+        let (location, model) = (&self.database.location, &self.database.model);
+        StoreError::unless_same_model(location, recorded.clone(), model)?;
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
             return Err(StoreError::Dimension {
-                location: format!("the database {}", self.location),
+                location: location.clone(),
                 stored: width as usize,
                 configured: dimension,
             });
@@ -434,8 +433,7 @@ async fn recorded_model(
     ))
     .fetch_all(&mut *conn)
     .await?;
-    let value = |key: &str| rows.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
-    Ok(Model::recorded(value("model"), value("dimension")))
+    Ok(Model::recorded(&rows))
 }
 
 impl PostgresStore {
@@ -449,15 +447,14 @@ impl PostgresStore {
                 "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
                  ON CONFLICT (key) DO NOTHING",
             )
-            .bind(&self.model.name)
-            .bind(self.model.dimension.to_string())
+            .bind(&self.database.model.name)
+            .bind(self.database.model.dimension.to_string())
             .execute(&mut *tx)
             .await
             .map_err(failed)?;
         }
         let recorded = recorded_model(tx, "FOR SHARE").await.map_err(failed)?;
-        let location = format!("the database {}", self.location);
-        StoreError::unless_same_model(&location, recorded, &self.model)
+        StoreError::unless_same_model(&self.database.location, recorded, &self.database.model)
     }
 }
 

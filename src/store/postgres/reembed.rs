@@ -10,8 +10,8 @@ use sqlx::PgPool;
 
 use super::{PoolSettings, connect, failed, recorded_model, schema};
 use crate::memory::Model;
-use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded};
-use crate::store::{Exported, StoreError};
+use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded, staged_for};
+use crate::store::{Exported, StoreError, split_tenant_and_id, tenant_and_id};
 
 const STAGING: &str = "CREATE TABLE IF NOT EXISTS memories_reembedded (
        tenant_id text NOT NULL,
@@ -32,12 +32,7 @@ pub struct Reembedder {
     location: String,
 }
 
-/// The model staged vectors are of (`store_meta`'s `reembedding`), as `name\ndimension`.
-fn staged_for(model: &Model) -> String {
-    format!("{}\n{}", model.name, model.dimension)
-}
-
-/// The model the vectors staged so far are of, as `staged_for` wrote it, read with
+/// The model the vectors staged so far are of (`store_meta`'s `reembedding`), read with
 /// `locking` (a row-locking clause, or nothing).
 async fn staging(
     conn: &mut sqlx::PgConnection,
@@ -121,20 +116,17 @@ impl Reembedding for Reembedder {
         .map_err(failed)?;
         let memories: Vec<Unembedded> = (rows.into_iter())
             .map(|(tenant, id, content)| Unembedded {
-                key: format!("{tenant}\n{id}"),
+                key: tenant_and_id(&tenant, &id),
                 content,
             })
             .collect();
-        let next = (memories.len() == limit)
-            .then(|| memories.last().map(|m| m.key.clone()))
-            .flatten();
-        Ok(Pending { memories, next })
+        Ok(Pending::by_tenant_and_id(memories, limit))
     }
 
     async fn stage(&self, vectors: &[(String, Vec<f32>)]) -> Result<(), StoreError> {
         for rows in vectors.chunks(STAGE_ROWS) {
             let rows = rows.iter().filter_map(|(key, v)| {
-                let (tenant, id) = key.split_once('\n')?;
+                let (tenant, id) = split_tenant_and_id(key)?;
                 Some((tenant, id, pgvector::Vector::from(v.clone())))
             });
             let mut insert = sqlx::QueryBuilder::new(

@@ -186,12 +186,12 @@ impl Recorded {
 
 /// The model the file's vectors come from, as its first write recorded it.
 fn recorded_model(conn: &Connection) -> rusqlite::Result<Option<Model>> {
-    let read = |key: &str| {
-        conn.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
-            .query_row([key], |r| r.get::<_, String>(0))
-            .optional()
-    };
-    Ok(Model::recorded(read("model")?, read("dimension")?))
+    // One statement for both: every write of a vector reads them.
+    let rows: Vec<(String, String)> = conn
+        .prepare_cached("SELECT key, value FROM store_meta WHERE key IN ('model', 'dimension')")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Model::recorded(&rows))
 }
 
 impl SqliteStore {

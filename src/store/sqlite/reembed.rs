@@ -11,8 +11,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{blocking, connect, failed, lock, recorded_model, to_blob};
 use crate::memory::Model;
-use crate::store::StoreError;
-use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded};
+use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded, staged_for};
+use crate::store::{StoreError, split_tenant_and_id, tenant_and_id};
 
 const STAGING: &str = "
 CREATE TABLE IF NOT EXISTS reembedded (
@@ -51,12 +51,7 @@ impl Reembedder {
     }
 }
 
-/// The model the staged vectors are of (`store_meta`'s `reembedding`), as `name\ndimension`.
-fn staged_for(model: &Model) -> String {
-    format!("{}\n{}", model.name, model.dimension)
-}
-
-/// The model the vectors staged so far are of, as `staged_for` wrote it.
+/// The model the vectors staged so far are of (`store_meta`'s `reembedding`).
 fn staging(conn: &Connection) -> rusqlite::Result<Option<String>> {
     conn.query_row(
         "SELECT value FROM store_meta WHERE key = 'reembedding'",
@@ -69,10 +64,6 @@ fn staging(conn: &Connection) -> rusqlite::Result<Option<String>> {
 /// How many memories have no staged vector.
 fn unstaged(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row(&format!("SELECT count(*) {UNSTAGED}"), [], |r| r.get(0))
-}
-
-fn key_of(tenant: &str, id: &str) -> String {
-    format!("{tenant}\n{id}")
 }
 
 #[async_trait]
@@ -113,17 +104,14 @@ impl Reembedding for Reembedder {
                 ))?
                 .query_map(params![tenant, id, limit as i64], |r| {
                     Ok(Unembedded {
-                        key: key_of(&r.get::<_, String>(0)?, &r.get::<_, String>(1)?),
+                        key: tenant_and_id(&r.get::<_, String>(0)?, &r.get::<_, String>(1)?),
                         content: r.get(2)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()
             })
             .await?;
-        let next = (memories.len() == limit)
-            .then(|| memories.last().map(|m| m.key.clone()))
-            .flatten();
-        Ok(Pending { memories, next })
+        Ok(Pending::by_tenant_and_id(memories, limit))
     }
 
     async fn stage(&self, vectors: &[(String, Vec<f32>)]) -> Result<(), StoreError> {
@@ -136,7 +124,7 @@ impl Reembedding for Reembedder {
                      SELECT tenant_id, id, ?3 FROM memories WHERE tenant_id = ?1 AND id = ?2",
                 )?;
                 for (key, vector) in &vectors {
-                    if let Some((tenant, id)) = key.split_once('\n') {
+                    if let Some((tenant, id)) = split_tenant_and_id(key) {
                         put.execute(params![tenant, id, to_blob(vector)])?;
                     }
                 }
