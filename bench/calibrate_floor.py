@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Calibrate RECALL_MIN_SIMILARITY for all-MiniLM-L6-v2 (docs/behavior.md#calibrating-the-floor).
+"""Calibrate RECALL_MIN_SIMILARITY (and HIGH) for a local model (docs/behavior.md#calibrating-the-floor).
 
 Titan v2's numbers in the spec: correct answers 0.15-0.41, unrelated < 0.05, reworded 0.72,
 typo 0.99 -> floor 0.1. This script measures the same four things for MiniLM with the numpy
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_embed import DEFAULT_MODEL_DIR, MiniLM  # noqa: E402
+from reference_embed import DEFAULT_MODEL_DIR, SentenceBert  # noqa: E402
 
 # (fact, question answered by it, absent-subject question, reworded restatement, typo version)
 # The questions avoid the fact's words on purpose (a hard paraphrase). KEYWORD_QUESTIONS below are
@@ -198,24 +198,26 @@ def stats(xs):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="calibrate RECALL_MIN_SIMILARITY for MiniLM")
+    ap = argparse.ArgumentParser(description="calibrate RECALL_MIN_SIMILARITY for a local model")
     ap.add_argument("model_dir", nargs="?", default=str(DEFAULT_MODEL_DIR))
     ap.add_argument("--json", metavar="OUT", help="also write every probe's numbers here")
     args = ap.parse_args(argv)
 
-    model = MiniLM(args.model_dir)
+    model = SentenceBert(args.model_dir)
     facts = [d[0] for d in DATA]
     F = model.embed(facts)
 
-    def best(texts, store):
-        S = model.embed(texts) @ store.T  # unit vectors: dot = cosine
+    # Questions are embedded as recall embeds them (the model's query prompt); restatements as
+    # remember's duplicate check does (the passage prompt, like what is stored).
+    def best(texts, store, query=True):
+        S = model.embed(texts, query=query) @ store.T  # unit vectors: dot = cosine
         return S
 
     Sq = best([d[1] for d in DATA], F)
     Sk = best(KEYWORD_QUESTIONS, F)
     Sa = best([d[2] for d in DATA], F)
-    Sr = best([d[3] for d in DATA], F)
-    St = best([d[4] for d in DATA], F)
+    Sr = best([d[3] for d in DATA], F, query=False)
+    St = best([d[4] for d in DATA], F, query=False)
     Su = best(UNRELATED, F)
     Ska = best(KEYWORD_ABSENT, F)
 
@@ -233,14 +235,14 @@ def main(argv=None) -> int:
     ty_top1 = int((St.argmax(1) == idx).sum())
 
     KF = model.embed([k[0] for k in KOREAN])
-    Kq = model.embed([k[1] for k in KOREAN]) @ KF.T
-    Ka = model.embed([k[2] for k in KOREAN]) @ KF.T
+    Kq = model.embed([k[1] for k in KOREAN], query=True) @ KF.T
+    Ka = model.embed([k[2] for k in KOREAN], query=True) @ KF.T
     kidx = np.arange(len(KOREAN))
     k_correct, k_absent = Kq[kidx, kidx], Ka.max(1)
     k_top1 = int((Kq.argmax(1) == kidx).sum())
     # Korean questions against the English store (cross-lingual), English facts 1,2,4,6,7
     xl_map = [0, 1, 3, 5, 6]
-    Kx = model.embed([k[1] for k in KOREAN]) @ F.T
+    Kx = model.embed([k[1] for k in KOREAN], query=True) @ F.T
     xl_correct = Kx[kidx, xl_map]
 
     rows = [
@@ -269,7 +271,7 @@ def main(argv=None) -> int:
               f"  absent={absent[i]:.3f} (→fact {Sa[i].argmax()+1})  rw={reworded[i]:.3f}  typo={typo[i]:.3f}")
 
     print("\nfloor sweep (English set): hard / keyword questions kept, absent and off-domain rejected")
-    for f in np.arange(0.05, 0.55, 0.05):
+    for f in np.arange(0.05, 0.96, 0.05):
         kept = int((correct >= f).sum())
         kwk = int((kw >= f).sum())
         rej = int((absent < f).sum())

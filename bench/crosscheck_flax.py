@@ -22,7 +22,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_embed import DEFAULT_MODEL_DIR, MiniLM  # noqa: E402
+from reference_embed import DEFAULT_MODEL_DIR, SentenceBert  # noqa: E402
 
 SENTENCES = [
     "The deploy pipeline uses blue-green releases on EKS.",
@@ -39,8 +39,8 @@ def main() -> int:
     model_dir = Path(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_MODEL_DIR)
     from transformers import BertTokenizer, FlaxBertModel
 
-    ours64 = MiniLM(model_dir, dtype="float64")
-    ours32 = MiniLM(model_dir, dtype="float32")
+    ours64 = SentenceBert(model_dir, dtype="float64")
+    ours32 = SentenceBert(model_dir, dtype="float32")
 
     # 1. tokenisation: Rust tokenizers (tokenizer.json) vs transformers' slow Python BertTokenizer
     slow = BertTokenizer(str(model_dir / "vocab.txt"), do_lower_case=True)
@@ -71,7 +71,7 @@ def main() -> int:
     e64 = ours64.embed(SENTENCES)                # each sentence alone, no padding
     e64b = ours64.embed(SENTENCES, batch=True)   # padded batch (mask path)
     e32 = ours32.embed(SENTENCES)
-    gelu_tanh = MiniLM(model_dir, dtype="float64", gelu="tanh").embed(SENTENCES)
+    gelu_tanh = SentenceBert(model_dir, dtype="float64", gelu="tanh").embed(SENTENCES)
 
     def report(name, a, b):
         d = np.abs(a - b).max()

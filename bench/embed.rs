@@ -1,9 +1,9 @@
 //! Embedding speed of the in-process model: load time, one short query at a time (p50,
 //! p95), batched throughput, and resident memory with the model loaded.
 //!
-//!     make model && cargo bench --bench embed [-- MODEL_DIR]
+//!     make models && cargo bench --bench embed [-- MODEL_DIR]   (default: MiniLM)
 //!
-//! Prints a one-line summary and writes bench/results/embed.json.
+//! Prints a one-line summary and writes bench/results/embed-<model>.json.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -14,6 +14,7 @@ use mcp_memory::embed::local::LocalEmbedder;
 const SINGLE_RUNS: usize = 200;
 const BATCH_TEXTS: usize = 1024;
 const BATCH_SIZE: usize = 32;
+const IN_FLIGHT: usize = 128;
 
 fn rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -89,16 +90,17 @@ async fn main() {
     }
     let batched_per_s = BATCH_TEXTS as f64 / t.elapsed().as_secs_f64();
 
-    // Concurrent single requests, as a busy server sees them: the worker batches them.
-    let embedder = std::sync::Arc::new(embedder);
+    // Concurrent single requests, as a busy server sees them: the worker batches them. At
+    // most IN_FLIGHT wait at once, within the queue's bound (one more would be refused).
+    use futures_util::StreamExt;
     let t = Instant::now();
-    let mut requests = tokio::task::JoinSet::new();
-    for q in corpus {
-        let embedder = std::sync::Arc::clone(&embedder);
-        requests.spawn(async move { embedder.embed(&q).await.map(|_| ()) });
-    }
-    while let Some(done) = requests.join_next().await {
-        done.unwrap().unwrap();
+    let answered: Vec<_> = futures_util::stream::iter(&corpus)
+        .map(|q| embedder.embed(q))
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    for answer in answered {
+        answer.unwrap();
     }
     let concurrent_per_s = BATCH_TEXTS as f64 / t.elapsed().as_secs_f64();
     let rss = rss_mb();
@@ -114,8 +116,9 @@ async fn main() {
     });
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&out).unwrap();
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
     std::fs::write(
-        out.join("embed.json"),
+        out.join(format!("embed-{name}.json")),
         serde_json::to_string_pretty(&result).unwrap(),
     )
     .unwrap();

@@ -3,9 +3,10 @@
 //! `[session date] speaker: text`, one tenant per conversation, and every question with
 //! evidence is asked through `recall`. Reports recall@5, recall@10 and MRR of the evidence
 //! turns, overall and per question category, for dense-only and hybrid recall with the
-//! local MiniLM model, on SQLite and (when TEST_DATABASE_URL is set) PostgreSQL.
+//! local model (MCP_MEMORY_TEST_MODEL, else MiniLM), on SQLite and (when TEST_DATABASE_URL
+//! is set) PostgreSQL.
 //!
-//!     make model && scripts/with-postgres.sh cargo bench --features postgres --bench locomo
+//!     make models && scripts/with-postgres.sh cargo bench --features postgres --bench locomo
 //!
 //! Optional arguments: `-- DATA_FILE [MODE]` (default ../shared/data/locomo-dev.json and
 //! `balanced`, the tool's default mode; every question asks for `limit` 10). A turn that dedup merged into an earlier memory counts as that memory.
@@ -13,95 +14,32 @@
 //! recall modes differ only in RECALL_KEYWORD_WEIGHT. Prints one line per run and writes
 //! bench/results/locomo.json.
 //!
+//! `LOCOMO_MODELS=DIR:DIR...` compares models instead (SQLite, every mode, dense and
+//! hybrid, each model at its own thresholds) and writes bench/results/locomo-models.json.
+//!
 //! `LOCOMO_SWEEP=1` measures the popularity loop instead (SQLite, hybrid): the turns are
 //! stored once, then every mode asks every question in a row on a copy of that store, once
 //! as the server runs (each recall records its results' uses, which feed the ranking) and
 //! once with every use cleared after each recall (as if nothing were recorded). Writes
 //! bench/results/locomo-sweep.json.
 
+mod mcp;
 mod postgres;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Instant;
 
+use mcp::{Server, copy_store, shown_ids, stored_id};
 use serde_json::{Value, json};
 
 const K: usize = 10;
 
-struct Server {
-    url: String,
-    client: reqwest::Client,
-}
-
-impl Server {
-    /// The real router on 127.0.0.1:0 over the given store, with the local model;
-    /// `keyword_weight` None leaves RECALL_KEYWORD_WEIGHT at its default.
-    async fn start(database_url: &str, keyword_weight: Option<&str>) -> Server {
-        let model = std::env::var("MCP_MEMORY_TEST_MODEL").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/.models/all-MiniLM-L6-v2").into()
-        });
-        // The floor `make run` uses for MiniLM.
-        let mut env: HashMap<&str, String> = [
-            ("DATABASE_URL", database_url.to_owned()),
-            ("EMBEDDING_PROVIDER", "local".into()),
-            ("EMBEDDING_MODEL", model),
-            ("RECALL_MIN_SIMILARITY", "0.2".into()),
-        ]
-        .into_iter()
-        .collect();
-        if let Some(weight) = keyword_weight {
-            env.insert("RECALL_KEYWORD_WEIGHT", weight.into());
-        }
-        let config = mcp_memory::config::Config::from_vars(|k| env.get(k).cloned()).unwrap();
-        let app = Arc::new(mcp_memory::app::App::build(config).await.unwrap());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            axum::serve(listener, mcp_memory::http::router(app))
-                .await
-                .unwrap()
-        });
-        Server {
-            url,
-            client: reqwest::Client::new(),
-        }
-    }
-
-    async fn call(&self, tenant: &str, tool: &str, args: Value) -> String {
-        let reply: Value = self
-            .client
-            .post(&self.url)
-            .header("x-memory-tenant", tenant)
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": tool, "arguments": args}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let text = reply["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(reply["result"]["isError"] != true, "{tool}: {text}");
-        text
-    }
-}
-
-/// The memory ids a tool answer shows, in order.
-fn shown_ids(text: &str) -> Vec<String> {
-    text.match_indices("[id:")
-        .map(|(i, _)| text[i + 4..i + 30].to_owned())
-        .collect()
-}
-
-fn stored_id(text: &str) -> String {
-    match text.strip_prefix("[MEMORY] Stored as ") {
-        Some(rest) => rest[..26].to_owned(),
-        None => shown_ids(text).remove(0), // "Already known": the memory it merged into
-    }
+/// The model directory the runs embed with: `MCP_MEMORY_TEST_MODEL`, else MiniLM from
+/// `make models`.
+fn default_model() -> std::path::PathBuf {
+    std::env::var_os("MCP_MEMORY_TEST_MODEL")
+        .map(Into::into)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/.models/all-MiniLM-L6-v2").into())
 }
 
 /// Every turn of one conversation, in session order, as (dia_id, content).
@@ -181,7 +119,11 @@ async fn run(
     data: &[Value],
     mode: &str,
 ) -> Value {
-    let server = Server::start(database_url, keyword_weight).await;
+    let weight: Vec<(&str, &str)> = keyword_weight
+        .map(|w| ("RECALL_KEYWORD_WEIGHT", w))
+        .into_iter()
+        .collect();
+    let server = Server::start(database_url, &default_model(), &weight).await;
     let started = Instant::now();
     let (memory_of, stored) = ingest(&server, data).await;
     let ingest_s = started.elapsed().as_secs_f64();
@@ -278,18 +220,16 @@ async fn ask(
 async fn sweep(data: &[Value]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base.db");
-    let server = Server::start(&format!("sqlite:{}", base.display()), None).await;
+    let model = default_model();
+    let server = Server::start(&format!("sqlite:{}", base.display()), &model, &[]).await;
     let (memory_of, stored) = ingest(&server, data).await;
     println!("locomo sweep: {stored} turns stored");
     let mut runs = Vec::new();
     for mode in ["precision", "balanced", "exploratory"] {
         for uses in ["recorded", "cleared"] {
             let copy = dir.path().join(format!("{mode}-{uses}.db"));
-            rusqlite::Connection::open(&base)
-                .unwrap()
-                .execute("VACUUM INTO ?1", [copy.display().to_string()])
-                .unwrap();
-            let server = Server::start(&format!("sqlite:{}", copy.display()), None).await;
+            copy_store(&base, &copy);
+            let server = Server::start(&format!("sqlite:{}", copy.display()), &model, &[]).await;
             let cleared = (uses == "cleared").then_some(copy.as_path());
             let (overall, _) = ask(&server, data, &memory_of, mode, cleared).await;
             let o = overall.json();
@@ -305,6 +245,51 @@ async fn sweep(data: &[Value]) -> Value {
 
 /// The two recall modes: vector-only, and hybrid at the default weight.
 const RECALLS: [(&str, Option<&str>); 2] = [("dense", Some("0")), ("hybrid", None)];
+
+/// Models side by side (`LOCOMO_MODELS=DIR:DIR...`, SQLite): each model stores every turn
+/// once, at its own thresholds, then every mode asks every question, dense and hybrid,
+/// each on a copy of that store.
+async fn models(data: &[Value], dirs: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for model in dirs.split(':').filter(|d| !d.is_empty()) {
+        let model = std::path::Path::new(model);
+        let name = model.file_name().unwrap().to_string_lossy().into_owned();
+        let base = dir.path().join(format!("{name}.db"));
+        let server = Server::start(&format!("sqlite:{}", base.display()), model, &[]).await;
+        let started = Instant::now();
+        let (memory_of, stored) = ingest(&server, data).await;
+        let ingest_s = started.elapsed().as_secs_f64();
+        println!("locomo {name}: {stored} turns stored in {ingest_s:.0} s");
+        for mode in ["precision", "balanced", "exploratory"] {
+            for (recall, weight) in RECALLS {
+                let copy = dir.path().join(format!("{name}-{mode}-{recall}.db"));
+                copy_store(&base, &copy);
+                let extra: Vec<(&str, &str)> = weight
+                    .map(|w| ("RECALL_KEYWORD_WEIGHT", w))
+                    .into_iter()
+                    .collect();
+                let url = format!("sqlite:{}", copy.display());
+                let server = Server::start(&url, model, &extra).await;
+                let started = Instant::now();
+                let (overall, _) = ask(&server, data, &memory_of, mode, None).await;
+                let o = overall.json();
+                println!(
+                    "locomo {name} {recall} ({mode}): recall@5 {} recall@10 {} MRR {} ({:.0} s)",
+                    o["recall@5"],
+                    o["recall@10"],
+                    o["mrr"],
+                    started.elapsed().as_secs_f64()
+                );
+                runs.push(
+                    json!({"model": name, "mode": mode, "recall": recall, "overall": o,
+                                 "ingest_seconds": round(ingest_s)}),
+                );
+            }
+        }
+    }
+    json!({"runs": runs})
+}
 
 #[tokio::main]
 async fn main() {
@@ -324,6 +309,16 @@ async fn main() {
         &std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}")),
     )
     .unwrap();
+    if let Ok(dirs) = std::env::var("LOCOMO_MODELS") {
+        let report = models(&data, &dirs).await;
+        let out = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/bench/results/locomo-models.json"
+        );
+        std::fs::write(out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        println!("wrote {out}");
+        return;
+    }
     if std::env::var("LOCOMO_SWEEP").is_ok_and(|v| v == "1") {
         let report = sweep(&data).await;
         let out = concat!(

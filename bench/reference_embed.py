@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Independent numpy reference for the sentence-transformers model all-MiniLM-L6-v2.
+"""Independent numpy reference for the sentence-transformers BERT models the server runs in
+process: all-MiniLM-L6-v2 and multilingual-e5-small (docs/models.md).
 
 Implements, from model.safetensors + config.json alone, exactly what
-sentence-transformers does for this model (modules.json: Transformer -> Pooling(mean) ->
+sentence-transformers does for these models (modules.json: Transformer -> Pooling(mean) ->
 Normalize):
 
+  text    = the model's prompt + text (config_sentence_transformers.json "prompts": e5's
+            "query: " for questions, "passage: " for what is stored; none for MiniLM)
   tokens  = tokenizer.json (HF `tokenizers`), [CLS] ... [SEP], NO fixed padding,
             truncation at max_seq_length from sentence_bert_config.json (256), else 512
   h0      = LayerNorm(word_emb[ids] + pos_emb[0..n) + type_emb[0])       eps from config
@@ -23,6 +26,7 @@ Usage:
   python bench/reference_embed.py --model-dir DIR --tokens "text"  -> also show the tokens
   python bench/reference_embed.py --batch ...    pad all inputs into one batch (mask path)
   python bench/reference_embed.py --gelu tanh ...  tanh-approximate GELU (to size that error)
+  python bench/reference_embed.py --query "question" ...   embed these as questions
   python bench/reference_embed.py --write-fixture tests/fixtures/minilm_reference.json \
       "The deploy pipeline uses blue-green releases on EKS." "데이터베이스 백업은 매일 밤 실행된다."
 
@@ -76,7 +80,7 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x @ w.T + b
 
 
-class MiniLM:
+class SentenceBert:
     def __init__(self, model_dir: str | Path, dtype: str = "float64", gelu: str = "erf"):
         self.model_dir = Path(model_dir)
         cfg = json.loads((self.model_dir / "config.json").read_text())
@@ -114,6 +118,13 @@ class MiniLM:
         # Some exports prefix every key with "bert."; this one does not. Accept both.
         self.w = {(k[5:] if k.startswith("bert.") else k): v.astype(self.dtype)
                   for k, v in raw.items() if v.dtype.kind == "f"}
+
+        self.prompts = {"query": "", "passage": ""}
+        st_path = self.model_dir / "config_sentence_transformers.json"
+        if st_path.exists():
+            recorded = json.loads(st_path.read_text()).get("prompts") or {}
+            self.prompts["query"] = recorded.get("query", "")
+            self.prompts["passage"] = recorded.get("passage", recorded.get("document", ""))
 
         self.tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         # tokenizer.json ships padding Fixed(128) and truncation 128; sentence-transformers
@@ -171,9 +182,11 @@ class MiniLM:
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled / norms
 
-    def embed(self, texts: list[str], batch: bool = False) -> np.ndarray:
-        """One L2-normalised 384-d vector per text (float64 array, shape (N, 384))."""
-        encs = self.encode_tokens(texts)
+    def embed(self, texts: list[str], batch: bool = False, query: bool = False) -> np.ndarray:
+        """One L2-normalised vector per text (float64 array, shape (N, hidden)), each text
+        after the model's query or passage prompt."""
+        prompt = self.prompts["query" if query else "passage"]
+        encs = self.encode_tokens([prompt + t for t in texts])
         if not batch:  # each text alone: no padding at all (what a one-text call sees)
             out = []
             for e in encs:
@@ -196,7 +209,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("texts", nargs="+", help="sentences to embed")
+    ap.add_argument("texts", nargs="*", help="passages to embed (what is stored)")
+    ap.add_argument("--query", action="append", default=[], help="a question to embed")
     ap.add_argument("--model-dir", default=os.environ.get("MINILM_DIR", str(DEFAULT_MODEL_DIR)))
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--gelu", choices=["erf", "tanh"], default="erf")
@@ -210,12 +224,17 @@ def main(argv=None) -> int:
     if not (Path(args.model_dir) / "model.safetensors").exists():
         print(f"no model in {args.model_dir}: run scripts/fetch_model.sh first", file=sys.stderr)
         return 2
-    model = MiniLM(args.model_dir, dtype=args.dtype, gelu=args.gelu)
-    vecs = model.embed(args.texts, batch=args.batch)
+    model = SentenceBert(args.model_dir, dtype=args.dtype, gelu=args.gelu)
+    texts = [(t, False) for t in args.texts] + [(t, True) for t in args.query]
+    vecs = np.concatenate([model.embed([t for t, q in texts if q == query], batch=args.batch, query=query)
+                           for query in (False, True) if any(q == query for _, q in texts)])
     fmt = lambda x: float(f"{x:.{args.digits}g}")  # noqa: E731
+    encoded = model.encode_tokens([model.prompts["query" if q else "passage"] + t for t, q in texts])
     out = []
-    for text, v, enc in zip(args.texts, vecs, model.encode_tokens(args.texts)):
+    for (text, query), v, enc in zip(texts, vecs, encoded):
         item = {"text": text, "embedding": [fmt(x) for x in v]}
+        if query:
+            item["query"] = True
         if args.tokens:
             item["tokens"] = enc.tokens
             item["ids"] = enc.ids
@@ -223,9 +242,9 @@ def main(argv=None) -> int:
     if len(vecs) >= 2:
         print(f"cosine(text0, text1) = {cosine(vecs[0], vecs[1]):.6f}", file=sys.stderr)
     if args.write_fixture:
-        fixture = {"model": "all-MiniLM-L6-v2", "sentences": [
-            {"text": o["text"], "ids": enc.ids, "embedding": o["embedding"]}
-            for o, enc in zip(out, model.encode_tokens(args.texts))]}
+        fixture = {"model": Path(args.model_dir).name, "sentences": [
+            {**{k: v for k, v in o.items() if k != "tokens"}, "ids": enc.ids}
+            for o, enc in zip(out, encoded)]}
         Path(args.write_fixture).parent.mkdir(parents=True, exist_ok=True)
         with open(args.write_fixture, "w", encoding="utf-8") as f:
             json.dump(fixture, f, ensure_ascii=False, indent=1)

@@ -80,7 +80,7 @@ impl App {
                     metrics: Arc::clone(&metrics),
                 }),
                 config.knowledge_base.as_ref().and_then(docs::open),
-                config.min_similarity,
+                config.thresholds,
                 config.keyword_weight,
                 config.timeouts.request,
                 Arc::clone(&metrics),

@@ -18,6 +18,8 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 
 use crate::docs::{self, KnowledgeBase};
+use crate::embed::Calibration;
+use crate::ranking::Thresholds;
 use crate::variables::{flag, positive, text};
 use crate::{embed, store};
 
@@ -76,10 +78,14 @@ pub struct Variables {
     /// region of S3, Bedrock and the knowledge base
     #[arg(long, env = "AWS_REGION", value_parser = text, default_value = "ap-northeast-2")]
     pub aws_region: String,
-    /// similarity floor of recall, in (0, 1] [default: 0.2 with the local model, 0.1
-    /// otherwise]
-    #[arg(long, env = "RECALL_MIN_SIMILARITY", value_parser = min_similarity)]
+    /// similarity floor of recall, in (0, 1] [default: measured for each local model
+    /// (0.78 multilingual-e5-small, 0.2 all-MiniLM-L6-v2 and others), 0.1 otherwise]
+    #[arg(long, env = "RECALL_MIN_SIMILARITY", value_parser = similarity("RECALL_MIN_SIMILARITY"))]
     pub recall_min_similarity: Option<f64>,
+    /// top similarity that makes recall confident (HIGH), in (0, 1], at least the floor
+    /// [default: 0.87 with multilingual-e5-small, 3x the floor otherwise]
+    #[arg(long, env = "RECALL_HIGH_SIMILARITY", value_parser = similarity("RECALL_HIGH_SIMILARITY"))]
+    pub recall_high_similarity: Option<f64>,
     /// weight of words against meaning in recall, 0-1 (0 = meaning only); chosen on the
     /// LoCoMo benchmark (BENCHMARKS.md)
     #[arg(
@@ -119,7 +125,7 @@ pub struct Config {
     pub expiry_sweep: Duration,
     pub embedder: embed::Settings,
     pub knowledge_base: Option<KnowledgeBase>,
-    pub min_similarity: f64,
+    pub thresholds: Thresholds,
     pub keyword_weight: f64,
     /// Whether tool-call metrics carry the tenant (one series per tenant: opt-in).
     pub metrics_tenant_label: bool,
@@ -165,13 +171,11 @@ impl Variables {
         let store = self.store.resolve(&region, &mut warnings)?;
         let knowledge_base = self.docs.resolve(&region, &mut warnings)?;
         let embedder = self.embedder.resolve(&region, s3)?;
-        // Each model spreads its similarities differently (README, "Recall threshold").
-        let min_similarity = self.recall_min_similarity.unwrap_or(match embedder {
-            #[cfg(feature = "local")]
-            crate::embed::Settings::Local { .. } => 0.2,
-            #[allow(unreachable_patterns)]
-            _ => 0.1,
-        });
+        let thresholds = thresholds(
+            embedder.calibration(),
+            self.recall_min_similarity,
+            self.recall_high_similarity,
+        )?;
         let allowed_origins = (self.mcp_allowed_origins.iter())
             .flat_map(|raw| raw.split(','))
             .map(|o| o.trim().to_owned())
@@ -192,7 +196,7 @@ impl Variables {
             expiry_sweep,
             embedder,
             knowledge_base,
-            min_similarity,
+            thresholds,
             keyword_weight: self.recall_keyword_weight,
             metrics_tenant_label: self.metrics_tenant_label,
             warnings,
@@ -270,14 +274,40 @@ fn host(raw: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("HOST must be an IP address to listen on, got \"{raw}\""))
 }
 
-fn min_similarity(raw: &str) -> Result<f64, String> {
-    let raw = raw.trim();
-    raw.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
-        .ok_or_else(|| {
-            format!("RECALL_MIN_SIMILARITY must be greater than 0 and at most 1, got \"{raw}\"")
-        })
+/// Recall's thresholds: each model spreads its similarities differently (README, "Recall
+/// threshold"), so the defaults are the model's; HIGH is 3x the floor unless the model has
+/// a measured HIGH, which a higher configured floor can only raise.
+fn thresholds(
+    model: Calibration,
+    floor: Option<f64>,
+    high: Option<f64>,
+) -> Result<Thresholds, String> {
+    let floor = floor.unwrap_or(model.floor);
+    let high = match (high, model.high) {
+        (Some(high), _) => high,
+        (None, Some(measured)) => measured.max(floor),
+        (None, None) => Thresholds::of_floor(floor).high,
+    };
+    if high < floor {
+        return Err(format!(
+            "RECALL_HIGH_SIMILARITY ({high}) must be at least RECALL_MIN_SIMILARITY ({floor})"
+        ));
+    }
+    Ok(Thresholds {
+        floor,
+        high,
+        baseline: model.baseline,
+    })
+}
+
+fn similarity(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |raw| {
+        let raw = raw.trim();
+        raw.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
+            .ok_or_else(|| format!("{name} must be greater than 0 and at most 1, got \"{raw}\""))
+    }
 }
 
 fn keyword_weight(raw: &str) -> Result<f64, String> {

@@ -28,8 +28,32 @@ const TRUST_WEIGHT: f64 = 0.1;
 const USE_BAND: f64 = 0.02;
 /// The uses at which the use term is half way to its ceiling.
 const HALF_USES: f64 = 4.0;
-/// A top result this many times above the floor is a confident match.
+/// A top result this many times above the floor is a confident match, unless the model's
+/// similarities call for a measured threshold (`Thresholds`).
 const HIGH_CONFIDENCE_MULTIPLE: f64 = 3.0;
+
+/// The similarities recall judges by (docs/behavior.md#ranking): below `floor` a memory is
+/// no match by meaning, and a top result at `high` or above is a confident one. Closeness
+/// by meaning is measured from `baseline`, where the model puts unrelated text: a model
+/// that puts every text between 0.7 and 1 would otherwise rank 0.85 and 0.80 as nearly
+/// equal, and a memory's uses or a shared word would outweigh its meaning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    pub floor: f64,
+    pub high: f64,
+    pub baseline: f64,
+}
+
+impl Thresholds {
+    /// The spec's rule: HIGH at 3× the floor, closeness from 0.
+    pub const fn of_floor(floor: f64) -> Thresholds {
+        Thresholds {
+            floor,
+            high: HIGH_CONFIDENCE_MULTIPLE * floor,
+            baseline: 0.0,
+        }
+    }
+}
 
 /// How close and how many: the three recall modes of docs/behavior.md#modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -178,16 +202,18 @@ pub struct Ranking {
     pub confidence: Confidence,
 }
 
-/// Ranks visible candidates. `floor` is RECALL_MIN_SIMILARITY, `keyword_weight`
-/// RECALL_KEYWORD_WEIGHT; `now` is the request time in ms.
+/// Ranks visible candidates. `thresholds` come from RECALL_MIN_SIMILARITY and
+/// RECALL_HIGH_SIMILARITY, `keyword_weight` from RECALL_KEYWORD_WEIGHT; `now` is the request
+/// time in ms.
 pub fn rank(
     candidates: Vec<Candidate>,
     mode: RecallMode,
     limit: usize,
-    floor: f64,
+    thresholds: Thresholds,
     keyword_weight: f64,
     now: i64,
 ) -> Ranking {
+    let floor = thresholds.floor;
     let w = mode.weights();
     let visible = candidates.len();
     // Similar enough, or sharing a word with the query.
@@ -195,10 +221,8 @@ pub fn rank(
         .into_iter()
         .filter(|c| c.hit.similarity >= floor || c.keyword_score > 0.0)
         .collect();
-    let top_similarity = relevant
-        .iter()
-        .map(|c| c.hit.similarity)
-        .fold(0.0, f64::max);
+    let closeness = |c: &Candidate| (c.hit.similarity - thresholds.baseline).max(0.0);
+    let top_closeness = relevant.iter().map(closeness).fold(0.0, f64::max);
     let top_keyword = relevant.iter().map(|c| c.keyword_score).fold(0.0, f64::max);
     let kw = if top_keyword > 0.0 {
         keyword_weight
@@ -206,7 +230,7 @@ pub fn rank(
         0.0
     };
     let relevance = |c: &Candidate| {
-        let similarity = ratio(c.hit.similarity, top_similarity);
+        let similarity = ratio(closeness(c), top_closeness);
         let keyword = ratio(c.keyword_score, top_keyword);
         (1.0 - kw) * similarity + kw * keyword
     };
@@ -214,7 +238,7 @@ pub fn rank(
     // Close enough to the best by the blend, by meaning alone, or by words alone.
     let close = |c: &Candidate, r: f64| {
         r >= top_relevance * w.keep_ratio
-            || (c.hit.similarity >= floor && c.hit.similarity >= top_similarity * w.keep_ratio)
+            || (c.hit.similarity >= floor && closeness(c) >= top_closeness * w.keep_ratio)
             || (kw > 0.0 && c.keyword_score >= top_keyword * w.keep_ratio)
     };
     let keeping: Vec<(Hit, f64)> = relevant
@@ -257,7 +281,7 @@ pub fn rank(
     }
     let confidence = match scored.first() {
         None => Confidence::Low,
-        Some(r) if r.similarity >= HIGH_CONFIDENCE_MULTIPLE * floor => Confidence::High,
+        Some(r) if r.similarity >= thresholds.high => Confidence::High,
         Some(_) => Confidence::Medium,
     };
     Ranking {
@@ -329,13 +353,15 @@ mod tests {
         Hit::new(memory(id, MemoryType::Project, 0, 0), similarity)
     }
 
+    const TENTH: Thresholds = Thresholds::of_floor(0.1);
+
     /// Vector-only ranking, as docs/behavior.md#ranking has it.
     fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
         super::rank(
             hits.into_iter().map(Candidate::from).collect(),
             mode,
             limit,
-            floor,
+            Thresholds::of_floor(floor),
             0.5,
             now,
         )
@@ -463,6 +489,47 @@ mod tests {
         assert_eq!(conf(0.9, 0.7), Confidence::Medium);
     }
 
+    /// A model that puts every text above 0.7 (e5): 0.85 and 0.84 are close from 0, so a
+    /// much-used memory overtakes the better match; measured from the model's baseline they
+    /// are not, and meaning decides.
+    #[test]
+    fn closeness_is_measured_from_the_baseline() {
+        let hits = || {
+            vec![
+                Candidate::from(hit("better", 0.85)),
+                Candidate::from(Hit::new(memory("used", MemoryType::Project, 0, 100), 0.84)),
+            ]
+        };
+        let first = |baseline: f64| {
+            let thresholds = Thresholds {
+                floor: 0.78,
+                high: 0.87,
+                baseline,
+            };
+            let r = super::rank(hits(), RecallMode::Balanced, 5, thresholds, 0.5, NOW);
+            r.results[0].memory.id.clone()
+        };
+        assert_eq!(first(0.0), "used");
+        assert_eq!(first(0.7), "better");
+    }
+
+    #[test]
+    fn a_measured_high_threshold_replaces_the_multiple() {
+        // e5's similarities all sit above 0.7: 3x its floor would never be reached.
+        let measured = Thresholds {
+            floor: 0.78,
+            high: 0.87,
+            baseline: 0.0,
+        };
+        let conf = |sim: f64| {
+            let hits = vec![Candidate::from(hit("a", sim))];
+            super::rank(hits, RecallMode::Balanced, 5, measured, 0.5, NOW).confidence
+        };
+        assert_eq!(conf(0.87), Confidence::High);
+        assert_eq!(conf(0.869), Confidence::Medium);
+        assert_eq!(conf(0.77), Confidence::Low);
+    }
+
     #[test]
     fn standing_starts_at_one_and_never_rises() {
         let hits = vec![hit("a", 0.7), hit("b", 0.9), hit("c", 0.8), hit("d", 0.75)];
@@ -543,7 +610,7 @@ mod tests {
     #[test]
     fn a_word_match_passes_the_floor_but_never_earns_high_confidence() {
         let identifier = fuse(vec![hit("near", 0.05)], vec![keyword("exact", 0.04, 2.5)]);
-        let r = super::rank(identifier, RecallMode::Balanced, 5, 0.1, 0.5, NOW);
+        let r = super::rank(identifier, RecallMode::Balanced, 5, TENTH, 0.5, NOW);
         assert_eq!(ids(&r), ["exact"]);
         assert_eq!(r.gated, 1);
         assert_eq!(r.confidence, Confidence::Medium);
@@ -552,7 +619,7 @@ mod tests {
             fuse(vec![hit("near", 0.05)], vec![]),
             RecallMode::Balanced,
             5,
-            0.1,
+            TENTH,
             0.0,
             NOW,
         );
@@ -565,7 +632,7 @@ mod tests {
             vec![hit("meaning", 0.60), hit("both", 0.55)],
             vec![keyword("both", 0.55, 2.0), keyword("words", 0.20, 2.2)],
         );
-        let r = super::rank(fused, RecallMode::Exploratory, 10, 0.1, 0.5, NOW);
+        let r = super::rank(fused, RecallMode::Exploratory, 10, TENTH, 0.5, NOW);
         assert_eq!(ids(&r), ["both", "words", "meaning"]);
         assert_eq!(
             r.confidence,

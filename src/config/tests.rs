@@ -34,7 +34,7 @@ fn with(extra: &[(&'static str, &'static str)]) -> Result<Config, String> {
 fn defaults() {
     let c = with(&[]).unwrap();
     assert_eq!(c.port, 3000);
-    assert_eq!(c.min_similarity, 0.1);
+    assert_eq!(c.thresholds, Thresholds::of_floor(0.1));
     assert_eq!(c.body_limit, 1024 * 1024);
     assert!(c.api_key.is_none() && c.allowed_origins.is_empty());
     let embed::Settings::OpenAi {
@@ -70,25 +70,87 @@ fn port_must_be_in_range() {
 }
 
 #[test]
-fn min_similarity_is_in_the_open_closed_unit_interval() {
-    for bad in ["0", "-0.5", "2", "many", "NaN", "inf"] {
-        let err = with(&[("RECALL_MIN_SIMILARITY", bad)]).err().unwrap();
-        assert!(
-            err.starts_with("RECALL_MIN_SIMILARITY must be greater than 0 and at most 1"),
-            "{err}"
-        );
+fn similarity_thresholds_are_in_the_open_closed_unit_interval() {
+    for name in ["RECALL_MIN_SIMILARITY", "RECALL_HIGH_SIMILARITY"] {
+        for bad in ["0", "-0.5", "2", "many", "NaN", "inf"] {
+            let err = with(&[(name, bad)]).err().unwrap();
+            assert!(
+                err.starts_with(&format!("{name} must be greater than 0 and at most 1")),
+                "{err}"
+            );
+        }
     }
+    let thresholds = |pairs: &[(&'static str, &'static str)]| with(pairs).unwrap().thresholds;
     assert_eq!(
-        with(&[("RECALL_MIN_SIMILARITY", "1")])
-            .unwrap()
-            .min_similarity,
-        1.0
+        thresholds(&[("RECALL_MIN_SIMILARITY", "1")]),
+        Thresholds::of_floor(1.0)
     );
     assert_eq!(
-        with(&[("RECALL_MIN_SIMILARITY", "0.25")])
-            .unwrap()
-            .min_similarity,
-        0.25
+        thresholds(&[("RECALL_MIN_SIMILARITY", "0.25")]),
+        Thresholds::of_floor(0.25)
+    );
+    let both = [
+        ("RECALL_MIN_SIMILARITY", "0.25"),
+        ("RECALL_HIGH_SIMILARITY", "0.5"),
+    ];
+    assert_eq!(
+        thresholds(&both),
+        Thresholds {
+            floor: 0.25,
+            high: 0.5,
+            baseline: 0.0,
+        }
+    );
+    let below = with(&[
+        ("RECALL_MIN_SIMILARITY", "0.5"),
+        ("RECALL_HIGH_SIMILARITY", "0.4"),
+    ]);
+    assert_eq!(
+        below.err().unwrap(),
+        "RECALL_HIGH_SIMILARITY (0.4) must be at least RECALL_MIN_SIMILARITY (0.5)"
+    );
+}
+
+/// Each local model we fetch has its own measured thresholds; e5's HIGH is measured, not a
+/// multiple, and a configured floor above it raises it to the floor.
+#[cfg(feature = "local")]
+#[test]
+fn each_local_model_has_its_measured_thresholds() {
+    let local = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = vec![("EMBEDDING_PROVIDER", "local")];
+        pairs.extend_from_slice(extra);
+        with(&pairs).unwrap().thresholds
+    };
+    let e5 = Thresholds {
+        floor: 0.78,
+        high: 0.87,
+        baseline: 0.7,
+    };
+    assert_eq!(local(&[]), e5);
+    assert_eq!(
+        local(&[("EMBEDDING_MODEL", "/opt/m/multilingual-e5-small")]),
+        e5
+    );
+    assert_eq!(
+        local(&[("EMBEDDING_MODEL", "all-MiniLM-L6-v2")]),
+        Thresholds::of_floor(0.2)
+    );
+    assert_eq!(
+        local(&[("EMBEDDING_MODEL", "./my-own-bert")]),
+        Thresholds::of_floor(0.2)
+    );
+    assert_eq!(
+        local(&[("RECALL_MIN_SIMILARITY", "0.9")]),
+        Thresholds {
+            floor: 0.9,
+            high: 0.9,
+            baseline: 0.7,
+        }
+    );
+    assert_eq!(
+        local(&[("RECALL_MIN_SIMILARITY", "0.8")]).high,
+        0.87,
+        "a lower floor keeps the measured HIGH"
     );
 }
 
@@ -147,11 +209,11 @@ fn embedding_refusals_name_the_variables() {
                     model_dir,
                     dimension: None,
                 },
-            min_similarity,
+            thresholds,
             ..
         }) => {
-            assert!(model_dir.ends_with("mcp-memory/models/all-MiniLM-L6-v2"));
-            assert_eq!(min_similarity, 0.2);
+            assert!(model_dir.ends_with("mcp-memory/models/multilingual-e5-small"));
+            assert_eq!(thresholds.floor, 0.78);
         }
         other => panic!("the default provider is local: {:?}", other.err()),
     }
@@ -212,7 +274,7 @@ fn embedding_refusals_name_the_variables() {
     // there, a path is the model's directory.
     #[cfg(feature = "local")]
     for (given, found) in [
-        (None, "mcp-memory/models/all-MiniLM-L6-v2"),
+        (None, "mcp-memory/models/multilingual-e5-small"),
         (
             Some("all-MiniLM-L6-v2"),
             "mcp-memory/models/all-MiniLM-L6-v2",

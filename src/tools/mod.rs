@@ -27,6 +27,7 @@ use crate::embed::{EmbedError, Embedder};
 use crate::log;
 use crate::memory::Memory;
 use crate::metrics::{Metrics, Outcome};
+use crate::ranking::Thresholds;
 use crate::store::{MemoryStore, StoreError};
 
 use schema::Definition;
@@ -52,7 +53,7 @@ pub struct ToolService {
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
-    pub min_similarity: f64,
+    pub thresholds: Thresholds,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
@@ -69,7 +70,7 @@ impl ToolService {
         store: Arc<dyn MemoryStore>,
         embedder: Arc<dyn Embedder>,
         docs: Option<Arc<dyn Library>>,
-        min_similarity: f64,
+        thresholds: Thresholds,
         keyword_weight: f64,
         deadline: Duration,
         metrics: Arc<Metrics>,
@@ -86,7 +87,7 @@ impl ToolService {
             store,
             embedder,
             docs,
-            min_similarity,
+            thresholds,
             keyword_weight,
             deadline,
             metrics,

@@ -142,7 +142,7 @@ async fn recall(
         candidates,
         mode,
         limit,
-        service.min_similarity,
+        service.thresholds,
         service.keyword_weight,
         now,
     );

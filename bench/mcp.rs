@@ -1,0 +1,86 @@
+//! The real router on 127.0.0.1:0 with the local model, called over MCP as an agent would:
+//! what the recall-quality benchmarks (LoCoMo, the Korean set) share.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub struct Server {
+    url: String,
+    client: reqwest::Client,
+}
+
+impl Server {
+    /// Over the given store, with the model in `model` at its own thresholds (as `make run`
+    /// has them); `extra` adds or replaces variables.
+    pub async fn start(database_url: &str, model: &Path, extra: &[(&str, &str)]) -> Server {
+        let mut env: HashMap<&str, String> = [
+            ("DATABASE_URL", database_url.to_owned()),
+            ("EMBEDDING_PROVIDER", "local".into()),
+            ("EMBEDDING_MODEL", model.display().to_string()),
+        ]
+        .into_iter()
+        .collect();
+        env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let config = mcp_memory::config::Config::from_vars(|k| env.get(k).cloned()).unwrap();
+        let app = Arc::new(mcp_memory::app::App::build(config).await.unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            axum::serve(listener, mcp_memory::http::router(app))
+                .await
+                .unwrap()
+        });
+        Server {
+            url,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub async fn call(&self, tenant: &str, tool: &str, args: Value) -> String {
+        let reply: Value = self
+            .client
+            .post(&self.url)
+            .header("x-memory-tenant", tenant)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": tool, "arguments": args}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let text = reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(reply["result"]["isError"] != true, "{tool}: {text}");
+        text
+    }
+}
+
+/// The memory ids a tool answer shows, in order.
+pub fn shown_ids(text: &str) -> Vec<String> {
+    text.match_indices("[id:")
+        .map(|(i, _)| text[i + 4..i + 30].to_owned())
+        .collect()
+}
+
+/// The memory `remember` stored, or the one an "Already known" answer merged it into.
+pub fn stored_id(text: &str) -> String {
+    match text.strip_prefix("[MEMORY] Stored as ") {
+        Some(rest) => rest[..26].to_owned(),
+        None => shown_ids(text).remove(0),
+    }
+}
+
+/// A copy of the SQLite store at `from`, so each run asks on the same memories with no
+/// uses recorded by another run (uses feed the ranking).
+pub fn copy_store(from: &Path, to: &Path) {
+    rusqlite::Connection::open(from)
+        .unwrap()
+        .execute("VACUUM INTO ?1", [to.display().to_string()])
+        .unwrap();
+}

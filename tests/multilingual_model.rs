@@ -1,0 +1,281 @@
+//! The default in-process model, multilingual-e5-small (fetched by `make model`, or from
+//! MCP_MEMORY_TEST_E5_MODEL): its vectors against the independent numpy implementation
+//! (bench/reference_embed.py), its prompts and its window, and Korean recall end to end
+//! through the binary with the model's own thresholds.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use mcp_memory::embed::Embedder;
+use mcp_memory::embed::local::LocalEmbedder;
+use serde_json::{Value, json};
+use support::process;
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("MCP_MEMORY_TEST_E5_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/multilingual-e5-small")
+        })
+}
+
+fn load() -> LocalEmbedder {
+    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make model`)"))
+}
+
+/// Every passage and query of the fixture, the long one included (512 tokens after
+/// truncation), within 1e-6 of the numpy float64 forward in every component (1.1e-7 here).
+#[tokio::test]
+async fn vectors_match_the_independent_reference() {
+    let embedder = load();
+    assert_eq!(embedder.dimension(), 384);
+    assert_eq!(embedder.prompts().query, "query: ");
+    assert_eq!(embedder.prompts().passage, "passage: ");
+    let fixture: Value = serde_json::from_str(include_str!("fixtures/e5_reference.json")).unwrap();
+    let mut worst = 0.0f64;
+    for sentence in fixture["sentences"].as_array().unwrap() {
+        let text = sentence["text"].as_str().unwrap();
+        let ours = if sentence["query"] == true {
+            embedder.embed_query(text).await.unwrap()
+        } else {
+            embedder.embed(text).await.unwrap()
+        };
+        let reference = sentence["embedding"].as_array().unwrap();
+        assert_eq!(ours.len(), reference.len());
+        for (i, (a, b)) in ours.iter().zip(reference).enumerate() {
+            let gap = (f64::from(*a) - b.as_f64().unwrap()).abs();
+            worst = worst.max(gap);
+            assert!(
+                gap <= 2e-5,
+                "{text:.40}: component {i} is {a}, reference {b}"
+            );
+        }
+    }
+    eprintln!("largest difference from the reference: {worst:e}");
+}
+
+/// The model's window is 512 tokens: a longer text is truncated, never refused, and what
+/// comes after the window does not change its vector.
+#[tokio::test]
+async fn a_text_past_the_window_is_truncated() {
+    let embedder = load();
+    let long = "배포 파이프라인은 main 브랜치에 머지되면 스테이징에 올라간다. ".repeat(120);
+    let tail = format!("{long} 그리고 마지막 문장은 완전히 다른 이야기다.");
+    let a = embedder.embed(&long).await.unwrap();
+    let b = embedder.embed(&tail).await.unwrap();
+    assert_eq!(a, b);
+}
+
+struct Server {
+    running: process::Running,
+}
+
+impl Server {
+    /// The binary on the SQLite file in `dir`, with the model's own thresholds unless `extra`
+    /// sets them.
+    async fn start(dir: &std::path::Path, extra: &[(&str, &str)]) -> Server {
+        let mut env: HashMap<String, String> = [
+            (
+                "DATABASE_URL",
+                format!("sqlite:{}", dir.join("memory.db").display()),
+            ),
+            ("EMBEDDING_PROVIDER", "local".into()),
+            ("EMBEDDING_MODEL", model_dir().display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Server {
+            running: process::start(&mut env).await,
+        }
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> String {
+        self.running
+            .call(&[("x-tenant-id", "korean-team")], tool, args)
+            .await
+    }
+
+    /// The first result of recall for `query`, or None when nothing matched.
+    async fn first(&self, query: &str) -> Option<String> {
+        let answer = self.call("recall", json!({"query": query})).await;
+        if answer.contains("NO CONFIDENT MATCH") && !answer.contains("\n1. ") {
+            return None;
+        }
+        answer.split("\n1. ").nth(1).map(str::to_owned)
+    }
+}
+
+const FACTS: [&str; 6] = [
+    "운영 배포는 매주 화요일 오후에만 하고, 금요일에는 절대 배포하지 않는다.",
+    "스테이징 DB 비밀번호는 Vault의 secret/stg/db 경로에 있다.",
+    "코드 리뷰는 최소 두 명이 승인해야 main 브랜치에 머지할 수 있다.",
+    "장애가 나면 먼저 #incident 채널에 알리고 당번에게 전화한다.",
+    "API 버전은 URL 경로에 v1, v2처럼 붙이고 헤더로는 구분하지 않는다.",
+    "로그는 Loki로 보내고 30일이 지나면 자동으로 지운다.",
+];
+
+/// Korean memories through the binary with e5's default floor (0.78) and HIGH (0.87):
+/// found by Korean questions in other words (by meaning alone), by the words they contain
+/// (by words alone), and by English questions; a Korean near-verbatim repeat is known.
+#[tokio::test]
+async fn korean_memories_are_recalled_by_meaning_by_words_and_from_english() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]).await;
+    for fact in FACTS {
+        let stored = server.call("remember", json!({"content": fact})).await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    let repeat = server
+        .call(
+            "remember",
+            json!({"content": "운영 배포는 매주 화요일 오후에만 하고, 금요일에는 절대 배포하지 않습니다."}),
+        )
+        .await;
+    assert!(repeat.contains("Already known"), "{repeat}");
+    let different = server
+        .call(
+            "remember",
+            json!({"content": "모바일 앱 출시는 앱스토어 심사 때문에 최소 일주일 전에 제출한다."}),
+        )
+        .await;
+    assert!(different.starts_with("[MEMORY] Stored as "), "{different}");
+    let hybrid = server
+        .call(
+            "recall",
+            json!({"query": "스테이징 DB 비밀번호 어디 있어?"}),
+        )
+        .await;
+    assert!(hybrid.contains("HIGH CONFIDENCE"), "{hybrid}");
+    assert!(
+        hybrid.split("\n1. ").nth(1).unwrap().contains(FACTS[1]),
+        "{hybrid}"
+    );
+    drop(server);
+
+    // By meaning alone: questions sharing no word with their fact, in Korean and in English.
+    let meaning = Server::start(dir.path(), &[("RECALL_KEYWORD_WEIGHT", "0")]).await;
+    let by_meaning = [
+        ("새 버전은 무슨 요일에 내보낼 수 있어?", FACTS[0]),
+        ("검증 환경 데이터베이스 접속 암호는 어디 보관돼?", FACTS[1]),
+        ("서비스가 죽었을 때 제일 먼저 뭘 해야 해?", FACTS[3]),
+        (
+            "Which day of the week are production releases allowed?",
+            FACTS[0],
+        ),
+        (
+            "Who has to approve a pull request before it is merged?",
+            FACTS[2],
+        ),
+        ("How long do we keep our logs?", FACTS[5]),
+        ("How do clients pick the API version?", FACTS[4]),
+    ];
+    for (question, fact) in by_meaning {
+        let first = meaning.first(question).await;
+        assert!(
+            first.as_deref().is_some_and(|f| f.contains(fact)),
+            "{question}: {first:?}"
+        );
+    }
+    // e5 puts unrelated text close too (README, "Recall threshold"): a far subject.
+    let unrelated = meaning
+        .call(
+            "recall",
+            json!({"query": "Who won the football world cup in 1998?"}),
+        )
+        .await;
+    assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
+    drop(meaning);
+
+    // By words alone: a floor no meaning reaches leaves only what shares the query's words
+    // (Hangul is indexed as character pairs, so a particle does not hide a word).
+    let words = Server::start(dir.path(), &[("RECALL_MIN_SIMILARITY", "0.99")]).await;
+    let first = words.first("당번 전화번호").await;
+    assert!(
+        first.as_deref().is_some_and(|f| f.contains(FACTS[3])),
+        "{first:?}"
+    );
+    let first = words.first("로그 보관").await;
+    assert!(
+        first.as_deref().is_some_and(|f| f.contains(FACTS[5])),
+        "{first:?}"
+    );
+    assert_eq!(
+        words
+            .first("Which day of the week are production releases allowed?")
+            .await,
+        None
+    );
+}
+
+/// With nothing configured but the tenant, `mcp-memory stdio` keeps its file and looks for
+/// the default model, multilingual-e5-small, in the user's data directory; a missing model is refused with the command that
+/// fetches it, and once it is there the process serves from any working directory.
+#[tokio::test]
+async fn stdio_needs_no_configuration_but_the_tenant() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::process::Command;
+
+    let data = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stdio = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-memory"));
+        command
+            .arg("stdio")
+            .env_clear()
+            .env("HOME", data.path())
+            .env("XDG_DATA_HOME", data.path().join("share"))
+            .env("MEMORY_TENANT", "zero-setup")
+            .current_dir(elsewhere.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        command
+    };
+    let home = data.path().join("share/mcp-memory");
+    let wanted = home.join("models/multilingual-e5-small");
+    let refused = stdio().output().await.unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "scripts/fetch_model.sh multilingual-e5-small {}",
+            wanted.display()
+        )),
+        "{said}"
+    );
+    assert!(refused.stdout.is_empty());
+
+    std::fs::create_dir_all(wanted.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(model_dir(), &wanted).unwrap();
+    let mut child = stdio().spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    for (id, content) in [(1, "the staging cluster is called blue-lagoon")] {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": content}}});
+        stdin
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let answer: Value = serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("[MEMORY] Stored as "), "{answer}");
+    drop(stdin);
+    assert_eq!(child.wait().await.unwrap().code(), Some(0));
+    assert!(
+        home.join("memory.db").exists(),
+        "the file is in the data directory"
+    );
+    assert!(
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
