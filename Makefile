@@ -9,9 +9,10 @@ DATA_DIR ?= data
 PORT ?= 3000
 MODEL ?= multilingual-e5-small
 MODEL_DIR ?= .models/$(MODEL)
-# The tests run both models the project fetches.
+# The tests run every model the project fetches.
 E5_DIR := .models/multilingual-e5-small
 MINILM_DIR := .models/all-MiniLM-L6-v2
+MPNET_DIR := .models/all-mpnet-base-v2
 
 # The feature sets users get (docs/architecture.md#feature-sets): local default, on-prem slim image, AWS image.
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
@@ -36,6 +37,7 @@ model:
 models:
 	bash scripts/fetch_model.sh multilingual-e5-small $(E5_DIR)
 	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
+	bash scripts/fetch_model.sh all-mpnet-base-v2 $(MPNET_DIR)
 
 test: unit interop
 
@@ -44,7 +46,7 @@ test: unit interop
 # and the tools end to end run again on PostgreSQL and on S3.
 unit: models
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) MCP_MEMORY_TEST_E5_MODEL=$(abspath $(E5_DIR)) \
-	  bash scripts/with-postgres.sh \
+	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) bash scripts/with-postgres.sh \
 	  bash scripts/with-aws.sh sh -c '\
 	  cargo test --all-features && \
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \

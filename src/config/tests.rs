@@ -140,6 +140,10 @@ fn each_local_model_has_its_measured_thresholds() {
         Thresholds::of_floor(0.2)
     );
     assert_eq!(
+        local(&[("EMBEDDING_MODEL", "all-mpnet-base-v2")]),
+        Thresholds::of_floor(0.2)
+    );
+    assert_eq!(
         local(&[("RECALL_MIN_SIMILARITY", "0.9")]),
         Thresholds {
             floor: 0.9,

@@ -1,5 +1,6 @@
-//! A sentence-transformers BERT model run in-process with candle (CPU): WordPiece
-//! tokenizer, mean pooling over the attention mask, L2 normalisation. The model is loaded
+//! A sentence-transformers model run in-process with candle (CPU): a BERT or MPNet encoder
+//! (`super::mpnet`), the folder's tokenizer, mean pooling over the attention mask, L2
+//! normalisation. The model is loaded
 //! once at boot; embedding runs on a dedicated thread, which takes every request waiting
 //! when it frees up as one batch, so concurrent requests share a forward pass and the
 //! async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
@@ -13,6 +14,8 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
+
+use super::mpnet::{self, MpNet};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use tokio::sync::oneshot;
 
@@ -76,9 +79,22 @@ struct Job {
 }
 
 struct Model {
-    bert: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
     device: Device,
+}
+
+/// The architectures a model folder may hold, by its `config.json`'s `model_type`.
+enum Encoder {
+    Bert(BertModel),
+    MpNet(MpNet),
+}
+
+/// What the loader needs of either architecture's configuration.
+struct Shape {
+    hidden: usize,
+    positions: usize,
+    pad: u32,
 }
 
 impl LocalEmbedder {
@@ -234,8 +250,40 @@ fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
 impl Model {
     fn load(dir: &Path) -> Result<(Model, usize), String> {
         let (config_path, config) = read(dir, "config.json")?;
-        let config: Config = serde_json::from_slice(&config)
-            .map_err(|e| format!("{} is not a BERT configuration: {e}", config_path.display()))?;
+        let malformed = |e: serde_json::Error| {
+            format!(
+                "{} is not a BERT or MPNet configuration: {e}",
+                config_path.display()
+            )
+        };
+        #[derive(serde::Deserialize)]
+        struct Architecture {
+            #[serde(default)]
+            model_type: Option<String>,
+        }
+        let architecture: Architecture = serde_json::from_slice(&config).map_err(malformed)?;
+        let mpnet = architecture.model_type.as_deref() == Some("mpnet");
+        let (bert_config, mpnet_config, shape) = if mpnet {
+            let c: mpnet::Config = serde_json::from_slice(&config).map_err(malformed)?;
+            // MPNet counts positions from after the padding id.
+            let positions = c
+                .max_position_embeddings
+                .saturating_sub(c.pad_token_id as usize + 1);
+            let shape = Shape {
+                hidden: c.hidden_size,
+                positions,
+                pad: c.pad_token_id,
+            };
+            (None, Some(c), shape)
+        } else {
+            let c: Config = serde_json::from_slice(&config).map_err(malformed)?;
+            let shape = Shape {
+                hidden: c.hidden_size,
+                positions: c.max_position_embeddings,
+                pad: c.pad_token_id as u32,
+            };
+            (Some(c), None, shape)
+        };
 
         let (tokenizer_path, tokenizer) = read(dir, "tokenizer.json")?;
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
@@ -243,36 +291,39 @@ impl Model {
         // The shipped tokenizer.json pads every input to a fixed length; pad each batch
         // only to its longest text instead, and truncate (never refuse) long inputs.
         let mut padding = tokenizer.get_padding().cloned().unwrap_or(PaddingParams {
-            pad_id: config.pad_token_id as u32,
+            pad_id: shape.pad,
             ..PaddingParams::default()
         });
         padding.strategy = PaddingStrategy::BatchLongest;
         tokenizer.with_padding(Some(padding));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_tokens(dir, &config),
+                max_length: max_tokens(dir, shape.positions),
                 ..TruncationParams::default()
             }))
             .map_err(|e| format!("{}: cannot set truncation: {e}", tokenizer_path.display()))?;
 
         let (weights_path, weights) = read(dir, "model.safetensors")?;
         let device = Device::Cpu;
-        let bert = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .and_then(|vb| BertModel::load(vb, &config))
+        let encoder = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .and_then(|vb| match (&bert_config, &mpnet_config) {
+                (Some(c), _) => BertModel::load(vb, c).map(Encoder::Bert),
+                (_, Some(c)) => MpNet::load(vb, c).map(Encoder::MpNet),
+                (None, None) => unreachable!("one configuration was read"),
+            })
             .map_err(|e| {
                 format!(
-                    "{} does not hold this BERT model's weights: {e}",
+                    "{} does not hold this model's weights: {e}",
                     weights_path.display()
                 )
             })?;
-        let width = config.hidden_size;
         Ok((
             Model {
-                bert,
+                encoder,
                 tokenizer,
                 device,
             },
-            width,
+            shape.hidden,
         ))
     }
 
@@ -292,7 +343,10 @@ impl Model {
             let ids = stack(tokenizers::Encoding::get_ids)?;
             let type_ids = stack(tokenizers::Encoding::get_type_ids)?;
             let mask = stack(tokenizers::Encoding::get_attention_mask)?;
-            let hidden = self.bert.forward(&ids, &type_ids, Some(&mask))?;
+            let hidden = match &self.encoder {
+                Encoder::Bert(bert) => bert.forward(&ids, &type_ids, Some(&mask))?,
+                Encoder::MpNet(mpnet) => mpnet.forward(&ids, &mask)?,
+            };
             // Mean over real tokens only, then unit length.
             let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
             let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
@@ -305,15 +359,15 @@ impl Model {
 }
 
 /// The longest input the model takes: sentence-transformers' `max_seq_length` when the
-/// folder says it, else the position table's size.
-fn max_tokens(dir: &Path, config: &Config) -> usize {
+/// folder says it, else what the position table holds.
+fn max_tokens(dir: &Path, positions: usize) -> usize {
     std::fs::read(dir.join("sentence_bert_config.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["max_seq_length"].as_u64())
         .map(|n| n as usize)
-        .unwrap_or(config.max_position_embeddings)
-        .min(config.max_position_embeddings)
+        .unwrap_or(positions)
+        .min(positions)
 }
 
 #[cfg(test)]

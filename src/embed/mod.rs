@@ -11,6 +11,8 @@ use crate::memory::Model;
 pub mod bedrock;
 #[cfg(feature = "local")]
 pub mod local;
+#[cfg(feature = "local")]
+mod mpnet;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod settings;

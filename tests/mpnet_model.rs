@@ -1,0 +1,136 @@
+//! The English option all-mpnet-base-v2 (fetched by `make models`, or from
+//! MCP_MEMORY_TEST_MPNET_MODEL) through our MPNet encoder (src/embed/mpnet.rs): its vectors
+//! against the independent numpy implementation (bench/reference_mpnet.py), a padded batch
+//! against one text at a time, its window, and recall by paraphrase through the binary.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use mcp_memory::embed::Embedder;
+use mcp_memory::embed::local::LocalEmbedder;
+use serde_json::{Value, json};
+use support::process;
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("MCP_MEMORY_TEST_MPNET_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-mpnet-base-v2")
+        })
+}
+
+fn load() -> LocalEmbedder {
+    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make models`)"))
+}
+
+fn reference() -> Vec<(String, Vec<f64>)> {
+    let fixture: Value =
+        serde_json::from_str(include_str!("fixtures/mpnet_reference.json")).unwrap();
+    (fixture["sentences"].as_array().unwrap().iter())
+        .map(|s| {
+            let vector = (s["embedding"].as_array().unwrap().iter())
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            (s["text"].as_str().unwrap().to_owned(), vector)
+        })
+        .collect()
+}
+
+/// Every text of the fixture (one past the 384-token window), within 1e-6 of the numpy
+/// float64 forward in every component (1.5e-7 here).
+#[tokio::test]
+async fn vectors_match_the_independent_reference() {
+    let embedder = load();
+    assert_eq!(embedder.dimension(), 768);
+    assert!(embedder.prompts().query.is_empty());
+    let mut worst = 0.0f64;
+    for (text, reference) in reference() {
+        let ours = embedder.embed(&text).await.unwrap();
+        assert_eq!(ours.len(), reference.len());
+        for (i, (a, b)) in ours.iter().zip(&reference).enumerate() {
+            let gap = (f64::from(*a) - b).abs();
+            worst = worst.max(gap);
+            assert!(
+                gap <= 1e-6,
+                "{text:.40}: component {i} is {a}, reference {b}"
+            );
+        }
+    }
+    eprintln!("largest difference from the reference: {worst:e}");
+}
+
+/// Texts of very different lengths in one padded pass give each text's own vector: the
+/// positions and the relative bias ignore the padding.
+#[tokio::test]
+async fn a_padded_batch_gives_the_same_vectors_as_one_at_a_time() {
+    let embedder = load();
+    let texts: Vec<String> = reference().into_iter().map(|(t, _)| t).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let batch = embedder.embed_batch(&texts).await.unwrap();
+    for (text, together) in texts.iter().zip(batch) {
+        let alone = embedder.embed(text).await.unwrap();
+        let gap = together
+            .iter()
+            .zip(&alone)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(gap <= 1e-5, "{text:.40}: batched differs by {gap}");
+    }
+}
+
+/// Through the binary with MPNet's own thresholds: facts come back for questions in other
+/// words, and a question about nothing stored gets no match.
+#[tokio::test]
+async fn recall_by_paraphrase_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env: HashMap<String, String> = [
+        (
+            "DATABASE_URL",
+            format!("sqlite:{}", dir.path().join("memory.db").display()),
+        ),
+        ("EMBEDDING_PROVIDER", "local".into()),
+        ("EMBEDDING_MODEL", model_dir().display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let server = process::start(&mut env).await;
+    let headers = [("x-tenant-id", "english-team")];
+    let facts = [
+        (
+            "Production deploys use blue-green releases on EKS, switched by the ALB.",
+            "How do we roll out a new version to production?",
+        ),
+        (
+            "Run the test suite with `make test`; it starts PostgreSQL itself.",
+            "What command runs the tests?",
+        ),
+        (
+            "We chose PostgreSQL over MongoDB because we need transactions across tables.",
+            "Why did we pick our database?",
+        ),
+    ];
+    for (fact, _) in facts {
+        let stored = server
+            .call(&headers, "remember", json!({"content": fact}))
+            .await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    for (fact, question) in facts {
+        let answer = server
+            .call(&headers, "recall", json!({"query": question}))
+            .await;
+        let first = answer.split("\n1. ").nth(1).unwrap_or_default();
+        assert!(first.contains(fact), "{question}: {answer}");
+    }
+    let unrelated = server
+        .call(
+            &headers,
+            "recall",
+            json!({"query": "What is a good recipe for banana bread?"}),
+        )
+        .await;
+    assert!(unrelated.contains("NO CONFIDENT MATCH"), "{unrelated}");
+}
