@@ -3,7 +3,7 @@
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/debug/mcp-memory
 
-# Where `make run` keeps its memories, and the model it embeds with (README, "Models"); recall's
+# Where `make run` keeps its memories, and the model it embeds with (README, "The local models"); recall's
 # thresholds follow the model (README, "Recall threshold").
 DATA_DIR ?= data
 PORT ?= 3000
@@ -85,6 +85,7 @@ fmt:
 
 # The load benchmark (bench/load): the release binary over HTTP, on SQLite and PostgreSQL,
 # with the stub embedder and once with the local model. Results: BENCHMARKS.md.
-bench: models
+bench:
+	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) bash scripts/with-postgres.sh \
 	  cargo bench --features postgres --bench load

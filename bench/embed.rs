@@ -66,7 +66,7 @@ async fn main() {
         });
     let rss_before = rss_mb();
     let started = Instant::now();
-    let embedder = LocalEmbedder::load(&dir, None).expect("model loads (run `make model`)");
+    let embedder = LocalEmbedder::load(&dir, None).expect("model loads (run `make models`)");
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     embedder.embed("warm up").await.unwrap();
 

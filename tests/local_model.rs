@@ -1,7 +1,9 @@
-//! The in-process embedder with the real all-MiniLM-L6-v2 model (fetched by `make model`,
+//! The in-process embedder with the real all-MiniLM-L6-v2 model (fetched by `make models`,
 //! or from MCP_MEMORY_TEST_MODEL): reference vectors from an independent numpy
 //! implementation (bench/reference_embed.py), batching, truncation, refusals of a bad model
 //! directory, and recall end to end through the binary.
+
+mod support;
 
 use std::path::PathBuf;
 
@@ -19,7 +21,7 @@ fn model_dir() -> PathBuf {
 
 fn load() -> LocalEmbedder {
     LocalEmbedder::load(&model_dir(), None)
-        .unwrap_or_else(|e| panic!("{e} (run `make model` first)"))
+        .unwrap_or_else(|e| panic!("{e} (run `make models` first)"))
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -161,7 +163,6 @@ async fn recall_by_paraphrase_end_to_end() {
         )
         .env("EMBEDDING_PROVIDER", "local")
         .env("EMBEDDING_MODEL", model_dir())
-        .env("RECALL_MIN_SIMILARITY", "0.2")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -206,20 +207,7 @@ async fn recall_by_paraphrase_end_to_end() {
                 .to_owned()
         }
     };
-    let facts = [
-        (
-            "Production deploys use blue-green releases on EKS, switched by the ALB.",
-            "How do we roll out a new version to production?",
-        ),
-        (
-            "Run the test suite with `make test`; it starts PostgreSQL itself.",
-            "What command runs the tests?",
-        ),
-        (
-            "We chose PostgreSQL over MongoDB because we need transactions across tables.",
-            "Why did we pick our database?",
-        ),
-    ];
+    let facts = support::PARAPHRASES;
     for (fact, _) in facts {
         let stored = call("remember", serde_json::json!({"content": fact})).await;
         assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");

@@ -98,20 +98,7 @@ async fn recall_by_paraphrase_through_the_binary() {
     .collect();
     let server = process::start(&mut env).await;
     let headers = [("x-tenant-id", "english-team")];
-    let facts = [
-        (
-            "Production deploys use blue-green releases on EKS, switched by the ALB.",
-            "How do we roll out a new version to production?",
-        ),
-        (
-            "Run the test suite with `make test`; it starts PostgreSQL itself.",
-            "What command runs the tests?",
-        ),
-        (
-            "We chose PostgreSQL over MongoDB because we need transactions across tables.",
-            "Why did we pick our database?",
-        ),
-    ];
+    let facts = support::PARAPHRASES;
     for (fact, _) in facts {
         let stored = server
             .call(&headers, "remember", json!({"content": fact}))

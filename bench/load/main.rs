@@ -222,7 +222,7 @@ async fn main() {
             )
             .await;
     } else {
-        eprintln!("no local model in .models/ (run `make model`): the end-to-end run is skipped");
+        eprintln!("no local model in .models/ (run `make models`): the end-to-end run is skipped");
     }
 
     let errors: u64 = bench

@@ -139,6 +139,24 @@ fn each_local_model_has_its_measured_thresholds() {
         local(&[("EMBEDDING_MODEL", "./my-own-bert")]),
         Thresholds::of_floor(0.2)
     );
+    // A floor below e5's baseline moves the baseline down with it: nothing the floor lets
+    // through is measured as no closer than unrelated text.
+    assert_eq!(local(&[("RECALL_MIN_SIMILARITY", "0.6")]).baseline, 0.6);
+    // Only a model without measured thresholds, left at the defaults, is warned about.
+    let warned = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = vec![("EMBEDDING_PROVIDER", "local")];
+        pairs.extend_from_slice(extra);
+        let warnings = with(&pairs).unwrap().warnings;
+        warnings
+            .iter()
+            .any(|w| w.contains("no measured thresholds"))
+    };
+    assert!(warned(&[("EMBEDDING_MODEL", "./my-own-bert")]));
+    assert!(!warned(&[]));
+    assert!(!warned(&[
+        ("EMBEDDING_MODEL", "./my-own-bert"),
+        ("RECALL_MIN_SIMILARITY", "0.3")
+    ]));
     assert_eq!(
         local(&[("EMBEDDING_MODEL", "all-mpnet-base-v2")]),
         Thresholds::of_floor(0.2)
@@ -154,7 +172,7 @@ fn each_local_model_has_its_measured_thresholds() {
     assert_eq!(
         local(&[("RECALL_MIN_SIMILARITY", "0.8")]).high,
         0.87,
-        "a lower floor keeps the measured HIGH"
+        "a floor below it keeps the measured HIGH"
     );
 }
 

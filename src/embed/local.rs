@@ -90,11 +90,58 @@ enum Encoder {
     MpNet(MpNet),
 }
 
-/// What the loader needs of either architecture's configuration.
-struct Shape {
-    hidden: usize,
-    positions: usize,
-    pad: u32,
+/// A model folder's `config.json`, by its `model_type`.
+enum Architecture {
+    Bert(Config),
+    MpNet(mpnet::Config),
+}
+
+impl Architecture {
+    fn read(config: &[u8]) -> Result<Architecture, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct Kind {
+            #[serde(default)]
+            model_type: Option<String>,
+        }
+        let kind: Kind = serde_json::from_slice(config)?;
+        Ok(match kind.model_type.as_deref() {
+            Some("mpnet") => Architecture::MpNet(serde_json::from_slice(config)?),
+            _ => Architecture::Bert(serde_json::from_slice(config)?),
+        })
+    }
+
+    /// The width of its vectors.
+    fn hidden(&self) -> usize {
+        match self {
+            Architecture::Bert(c) => c.hidden_size,
+            Architecture::MpNet(c) => c.hidden_size,
+        }
+    }
+
+    /// How many tokens its position table holds: MPNet counts positions from after the
+    /// padding id.
+    fn positions(&self) -> usize {
+        match self {
+            Architecture::Bert(c) => c.max_position_embeddings,
+            Architecture::MpNet(c) => c
+                .max_position_embeddings
+                .saturating_sub(c.pad_token_id as usize + 1),
+        }
+    }
+
+    fn pad(&self) -> u32 {
+        match self {
+            Architecture::Bert(c) => c.pad_token_id as u32,
+            Architecture::MpNet(c) => c.pad_token_id,
+        }
+    }
+
+    fn load(&self, vb: VarBuilder) -> candle_core::Result<Encoder> {
+        match self {
+            Architecture::Bert(c) => BertModel::load(vb, c).map(Encoder::Bert),
+            Architecture::MpNet(c) => MpNet::load(vb, c).map(Encoder::MpNet),
+        }
+    }
 }
 
 impl LocalEmbedder {
@@ -250,40 +297,12 @@ fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
 impl Model {
     fn load(dir: &Path) -> Result<(Model, usize), String> {
         let (config_path, config) = read(dir, "config.json")?;
-        let malformed = |e: serde_json::Error| {
+        let architecture = Architecture::read(&config).map_err(|e| {
             format!(
                 "{} is not a BERT or MPNet configuration: {e}",
                 config_path.display()
             )
-        };
-        #[derive(serde::Deserialize)]
-        struct Architecture {
-            #[serde(default)]
-            model_type: Option<String>,
-        }
-        let architecture: Architecture = serde_json::from_slice(&config).map_err(malformed)?;
-        let mpnet = architecture.model_type.as_deref() == Some("mpnet");
-        let (bert_config, mpnet_config, shape) = if mpnet {
-            let c: mpnet::Config = serde_json::from_slice(&config).map_err(malformed)?;
-            // MPNet counts positions from after the padding id.
-            let positions = c
-                .max_position_embeddings
-                .saturating_sub(c.pad_token_id as usize + 1);
-            let shape = Shape {
-                hidden: c.hidden_size,
-                positions,
-                pad: c.pad_token_id,
-            };
-            (None, Some(c), shape)
-        } else {
-            let c: Config = serde_json::from_slice(&config).map_err(malformed)?;
-            let shape = Shape {
-                hidden: c.hidden_size,
-                positions: c.max_position_embeddings,
-                pad: c.pad_token_id as u32,
-            };
-            (Some(c), None, shape)
-        };
+        })?;
 
         let (tokenizer_path, tokenizer) = read(dir, "tokenizer.json")?;
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
@@ -291,14 +310,14 @@ impl Model {
         // The shipped tokenizer.json pads every input to a fixed length; pad each batch
         // only to its longest text instead, and truncate (never refuse) long inputs.
         let mut padding = tokenizer.get_padding().cloned().unwrap_or(PaddingParams {
-            pad_id: shape.pad,
+            pad_id: architecture.pad(),
             ..PaddingParams::default()
         });
         padding.strategy = PaddingStrategy::BatchLongest;
         tokenizer.with_padding(Some(padding));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_tokens(dir, shape.positions),
+                max_length: max_tokens(dir, architecture.positions()),
                 ..TruncationParams::default()
             }))
             .map_err(|e| format!("{}: cannot set truncation: {e}", tokenizer_path.display()))?;
@@ -306,11 +325,7 @@ impl Model {
         let (weights_path, weights) = read(dir, "model.safetensors")?;
         let device = Device::Cpu;
         let encoder = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .and_then(|vb| match (&bert_config, &mpnet_config) {
-                (Some(c), _) => BertModel::load(vb, c).map(Encoder::Bert),
-                (_, Some(c)) => MpNet::load(vb, c).map(Encoder::MpNet),
-                (None, None) => unreachable!("one configuration was read"),
-            })
+            .and_then(|vb| architecture.load(vb))
             .map_err(|e| {
                 format!(
                     "{} does not hold this model's weights: {e}",
@@ -323,7 +338,7 @@ impl Model {
                 tokenizer,
                 device,
             },
-            shape.hidden,
+            architecture.hidden(),
         ))
     }
 

@@ -52,10 +52,14 @@ impl MpNet {
     /// The weights under their transformers names, without the `mpnet.` prefix
     /// (sentence-transformers saves the bare encoder).
     pub fn load(vb: VarBuilder, config: &Config) -> Result<MpNet> {
-        if config.hidden_act != "gelu" {
+        // transformers fixes the padding id and the bias's buckets whatever the file says.
+        if config.hidden_act != "gelu"
+            || config.pad_token_id != 1
+            || config.relative_attention_num_buckets != 32
+        {
             candle_core::bail!(
-                "hidden_act {:?}: only \"gelu\" is implemented",
-                config.hidden_act
+                "only MPNet with hidden_act \"gelu\", pad_token_id 1 and 32 relative-position \
+                 buckets is implemented"
             );
         }
         let (hidden, eps) = (config.hidden_size, config.layer_norm_eps);

@@ -21,6 +21,11 @@ pub struct Calibration {
     pub baseline: f64,
 }
 
+impl Calibration {
+    /// What a local model we have not measured gets: all-MiniLM-L6-v2's.
+    pub const UNMEASURED: Calibration = MINILM;
+}
+
 /// A model `scripts/fetch_model.sh` fetches, and what recall measured for it.
 #[cfg(feature = "local")]
 pub struct LocalModel {
@@ -62,8 +67,7 @@ impl LocalModel {
     }
 }
 
-/// all-MiniLM-L6-v2's, also taken for a local model we have not measured.
-#[cfg(feature = "local")]
+/// all-MiniLM-L6-v2's.
 const MINILM: Calibration = Calibration {
     floor: 0.2,
     high: None,
@@ -119,20 +123,21 @@ pub enum Settings {
 }
 
 impl Settings {
-    /// What recall takes this model's similarities to mean.
-    pub fn calibration(&self) -> Calibration {
+    /// What recall takes this model's similarities to mean; None for a local model we have
+    /// not measured (it is known by its folder's name, as the store's model record is).
+    pub fn calibration(&self) -> Option<Calibration> {
         match self {
             #[cfg(feature = "local")]
             Settings::Local { model_dir, .. } => {
-                LocalModel::named(model_dir).map_or(MINILM, |m| m.calibration)
+                LocalModel::named(model_dir).map(|m| m.calibration)
             }
             // Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor).
             #[allow(unreachable_patterns)]
-            _ => Calibration {
+            _ => Some(Calibration {
                 floor: 0.1,
                 high: None,
                 baseline: 0.0,
-            },
+            }),
         }
     }
 }

@@ -20,6 +20,23 @@ use sha2::{Digest, Sha256};
 
 pub const DIMENSION: usize = 64;
 
+/// Developer facts, each with a question asking for it in other words: what the real-model
+/// tests recall through the binary.
+pub const PARAPHRASES: [(&str, &str); 3] = [
+    (
+        "Production deploys use blue-green releases on EKS, switched by the ALB.",
+        "How do we roll out a new version to production?",
+    ),
+    (
+        "Run the test suite with `make test`; it starts PostgreSQL itself.",
+        "What command runs the tests?",
+    ),
+    (
+        "We chose PostgreSQL over MongoDB because we need transactions across tables.",
+        "Why did we pick our database?",
+    ),
+];
+
 /// The fake embedder: texts sharing words get close vectors (9 of 10 words → ≈0.93,
 /// unrelated ≈0).
 pub fn fake_vector(text: &str) -> Vec<f64> {
