@@ -52,9 +52,10 @@ unit: models
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \
 	  MCP_MEMORY_TEST_STORE=s3 cargo test --all-features --test tools'
 
-# Same features as `unit`, so the binary it tested is the one reused here (no second build).
+# The binary `unit` built for its tests: `cargo build` would resolve features without the
+# dev-dependencies and compile the whole dependency graph a second time (a no-op after `unit`).
 interop:
-	cargo build --all-features
+	cargo test --all-features --no-run
 	bash tests/interop/run.sh $(BIN)
 
 check:
