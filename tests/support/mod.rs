@@ -20,6 +20,22 @@ use sha2::{Digest, Sha256};
 
 pub const DIMENSION: usize = 64;
 
+/// How far `ours` is from `reference` at most, each component within `tolerance` (absolute:
+/// some components are ~1e-33 in every vector, so a relative error means nothing).
+pub fn within(text: &str, ours: &[f32], reference: &[f64], tolerance: f64) -> f64 {
+    assert_eq!(ours.len(), reference.len(), "{text:.40}: width");
+    let mut worst = 0.0f64;
+    for (i, (a, b)) in ours.iter().zip(reference).enumerate() {
+        let gap = (f64::from(*a) - b).abs();
+        assert!(
+            gap <= tolerance,
+            "{text:.40}: component {i} is {a}, reference {b}"
+        );
+        worst = worst.max(gap);
+    }
+    worst
+}
+
 /// Developer facts, each with a question asking for it in other words: what the real-model
 /// tests recall through the binary.
 pub const PARAPHRASES: [(&str, &str); 3] = [
