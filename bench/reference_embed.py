@@ -80,6 +80,21 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x @ w.T + b
 
 
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def mean_pool(h: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' Pooling (mean over the mask) then Normalize (L2)."""
+    m = mask[:, :, None].astype(h.dtype)
+    summed = (h * m).sum(axis=1)
+    counts = np.maximum(m.sum(axis=1), 1e-9)
+    pooled = summed / counts
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled / norms
+
+
 class SentenceBert:
     def __init__(self, model_dir: str | Path, dtype: str = "float64", gelu: str = "erf"):
         self.model_dir = Path(model_dir)
@@ -162,9 +177,7 @@ class SentenceBert:
             k = heads(linear(h, w[p + "attention.self.key.weight"], w[p + "attention.self.key.bias"]))
             v = heads(linear(h, w[p + "attention.self.value.weight"], w[p + "attention.self.value.bias"]))
             scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias  # (B,nh,T,T)
-            scores = scores - scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs = probs / probs.sum(axis=-1, keepdims=True)
+            probs = softmax(scores)
             ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(B, T, self.hidden)
             attn = linear(ctx, w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"])
             h = layer_norm(h + attn, w[p + "attention.output.LayerNorm.weight"],
@@ -173,14 +186,6 @@ class SentenceBert:
             out = linear(inter, w[p + "output.dense.weight"], w[p + "output.dense.bias"])
             h = layer_norm(h + out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
         return h
-
-    def _pool(self, h: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        m = mask[:, :, None].astype(self.dtype)
-        summed = (h * m).sum(axis=1)
-        counts = np.maximum(m.sum(axis=1), 1e-9)
-        pooled = summed / counts
-        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled / norms
 
     def embed(self, texts: list[str], batch: bool = False, query: bool = False) -> np.ndarray:
         """One L2-normalised vector per text (float64 array, shape (N, hidden)), each text
@@ -191,7 +196,7 @@ class SentenceBert:
             out = []
             for e in encs:
                 ids = np.array([e.ids]); tt = np.array([e.type_ids]); m = np.array([e.attention_mask])
-                out.append(self._pool(self.forward(ids, tt, m), m)[0])
+                out.append(mean_pool(self.forward(ids, tt, m), m)[0])
             return np.array(out, dtype=np.float64)
         T = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), T), dtype=np.int64)
@@ -200,7 +205,7 @@ class SentenceBert:
         for r, e in enumerate(encs):
             n = len(e.ids)
             ids[r, :n], tt[r, :n], m[r, :n] = e.ids, e.type_ids, e.attention_mask
-        return self._pool(self.forward(ids, tt, m), m).astype(np.float64)
+        return mean_pool(self.forward(ids, tt, m), m).astype(np.float64)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -24,6 +24,10 @@ import numpy as np
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The arithmetic MPNet shares with BERT (LayerNorm, exact GELU, softmax, mean pooling).
+from reference_embed import gelu_erf as gelu, layer_norm, linear, mean_pool, softmax  # noqa: E402
+
 PAD_ID = 1  # MPNetEmbeddings.padding_idx (hard-coded 1 in HF; == config.pad_token_id)
 
 
@@ -80,30 +84,6 @@ def compute_position_bias(rel_bias_table, seq_len):
 def create_position_ids_from_input_ids(input_ids, padding_idx=PAD_ID):
     mask = (input_ids != padding_idx).astype(np.int64)
     return np.cumsum(mask, axis=1) * mask + padding_idx
-
-
-def layer_norm(x, w, b, eps):
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)          # biased variance, as torch
-    return (x - mu) / np.sqrt(var + eps) * w + b
-
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def gelu(x):
-    # ACT2FN["gelu"] = exact erf GELU (not the tanh approximation)
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-def softmax(x):
-    m = x.max(-1, keepdims=True)
-    e = np.exp(x - m)
-    return e / e.sum(-1, keepdims=True)
-
-
-def linear(x, w, b):
-    return x @ w.T + b
 
 
 # ---------------------------------------------------------------- model
@@ -198,13 +178,7 @@ class MPNetNumpy:
         for b, ids in enumerate(ids_list):
             input_ids[b, : len(ids)] = ids
             mask[b, : len(ids)] = 1
-        tok = self.token_embeddings(input_ids, mask)
-        m = mask[:, :, None].astype(np.float64)
-        summed = (tok * m).sum(1)
-        counts = np.maximum(m.sum(1), 1e-9)                     # Pooling: clamp(min=1e-9)
-        mean = summed / counts
-        norm = np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)  # F.normalize eps
-        return mean / norm
+        return mean_pool(self.token_embeddings(input_ids, mask), mask)
 
     def embed(self, texts, batch_size=32, query=False):
         """L2-normalised vectors; `query` is accepted for bench/calibrate_floor.py: MPNet has
