@@ -173,15 +173,15 @@ impl Variables {
         let embedder = self.embedder.resolve(&region, s3)?;
         let calibration = embedder.calibration();
         if calibration.is_none() && self.recall_min_similarity.is_none() {
-            warnings.push(
+            warnings.push(format!(
                 "the local model has no measured thresholds: recall uses all-MiniLM-L6-v2's \
-                 (RECALL_MIN_SIMILARITY 0.2, HIGH at 3x); measure them for it (README, \"Recall \
-                 threshold\")"
-                    .into(),
-            );
+                 (RECALL_MIN_SIMILARITY {}, HIGH at 3x); measure them for it (README, \"Recall \
+                 threshold\")",
+                Calibration::UNMEASURED.floor
+            ));
         }
         let thresholds = thresholds(
-            calibration.unwrap_or(embed::Calibration::UNMEASURED),
+            calibration.unwrap_or(Calibration::UNMEASURED),
             self.recall_min_similarity,
             self.recall_high_similarity,
         )?;

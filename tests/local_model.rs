@@ -12,16 +12,11 @@ use mcp_memory::embed::local::LocalEmbedder;
 use serde_json::Value;
 
 fn model_dir() -> PathBuf {
-    std::env::var_os("MCP_MEMORY_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
-        })
+    support::model_dir("MCP_MEMORY_TEST_MODEL", "all-MiniLM-L6-v2")
 }
 
 fn load() -> LocalEmbedder {
-    LocalEmbedder::load(&model_dir(), None)
-        .unwrap_or_else(|e| panic!("{e} (run `make models` first)"))
+    support::load_model(&model_dir())
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {

@@ -14,15 +14,11 @@ use serde_json::{Value, json};
 use support::process;
 
 fn model_dir() -> PathBuf {
-    std::env::var_os("MCP_MEMORY_TEST_MPNET_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-mpnet-base-v2")
-        })
+    support::model_dir("MCP_MEMORY_TEST_MPNET_MODEL", "all-mpnet-base-v2")
 }
 
 fn load() -> LocalEmbedder {
-    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make models`)"))
+    support::load_model(&model_dir())
 }
 
 fn reference() -> Vec<(String, Vec<f64>)> {

@@ -14,15 +14,11 @@ use serde_json::{Value, json};
 use support::process;
 
 fn model_dir() -> PathBuf {
-    std::env::var_os("MCP_MEMORY_TEST_E5_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/multilingual-e5-small")
-        })
+    support::model_dir("MCP_MEMORY_TEST_E5_MODEL", "multilingual-e5-small")
 }
 
 fn load() -> LocalEmbedder {
-    LocalEmbedder::load(&model_dir(), None).unwrap_or_else(|e| panic!("{e} (run `make model`)"))
+    support::load_model(&model_dir())
 }
 
 /// Every passage and query of the fixture, the long one included (512 tokens after
@@ -101,6 +97,15 @@ impl Server {
         }
         answer.split("\n1. ").nth(1).map(str::to_owned)
     }
+
+    /// Asserts that recall for `query` puts `fact` first.
+    async fn finds_first(&self, query: &str, fact: &str) {
+        let first = self.first(query).await;
+        assert!(
+            first.as_deref().is_some_and(|f| f.contains(fact)),
+            "{query}: {first:?}"
+        );
+    }
 }
 
 const FACTS: [&str; 6] = [
@@ -168,11 +173,7 @@ async fn korean_memories_are_recalled_by_meaning_by_words_and_from_english() {
         ("How do clients pick the API version?", FACTS[4]),
     ];
     for (question, fact) in by_meaning {
-        let first = meaning.first(question).await;
-        assert!(
-            first.as_deref().is_some_and(|f| f.contains(fact)),
-            "{question}: {first:?}"
-        );
+        meaning.finds_first(question, fact).await;
     }
     // e5 puts unrelated text close too (README, "Recall threshold"): a far subject.
     let unrelated = meaning
@@ -187,16 +188,8 @@ async fn korean_memories_are_recalled_by_meaning_by_words_and_from_english() {
     // By words alone: a floor no meaning reaches leaves only what shares the query's words
     // (Hangul is indexed as character pairs, so a particle does not hide a word).
     let words = Server::start(dir.path(), &[("RECALL_MIN_SIMILARITY", "0.99")]).await;
-    let first = words.first("당번 전화번호").await;
-    assert!(
-        first.as_deref().is_some_and(|f| f.contains(FACTS[3])),
-        "{first:?}"
-    );
-    let first = words.first("로그 보관").await;
-    assert!(
-        first.as_deref().is_some_and(|f| f.contains(FACTS[5])),
-        "{first:?}"
-    );
+    words.finds_first("당번 전화번호", FACTS[3]).await;
+    words.finds_first("로그 보관", FACTS[5]).await;
     assert_eq!(
         words
             .first("Which day of the week are production releases allowed?")
@@ -279,11 +272,7 @@ async fn stdio_needs_no_configuration_but_the_tenant() {
 /// new default at start, naming both models and the way to move, and still serves MiniLM.
 #[tokio::test]
 async fn a_store_written_with_minilm_refuses_the_new_default_and_keeps_minilm() {
-    let minilm = std::env::var_os("MCP_MEMORY_TEST_MODEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
-        });
+    let minilm = support::model_dir("MCP_MEMORY_TEST_MODEL", "all-MiniLM-L6-v2");
     let minilm = minilm.display().to_string();
     let dir = tempfile::tempdir().unwrap();
     let fact = "the staging cluster is called blue-lagoon";
@@ -316,6 +305,7 @@ async fn a_store_written_with_minilm_refuses_the_new_default_and_keeps_minilm() 
     }
 
     let again = Server::start(dir.path(), &[("EMBEDDING_MODEL", &minilm)]).await;
-    let found = again.first("What is the staging cluster called?").await;
-    assert!(found.is_some_and(|f| f.contains(fact)));
+    again
+        .finds_first("What is the staging cluster called?", fact)
+        .await;
 }

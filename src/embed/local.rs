@@ -1,7 +1,6 @@
 //! A sentence-transformers model run in-process with candle (CPU): a BERT or MPNet encoder
 //! (`super::mpnet`), the folder's tokenizer, mean pooling over the attention mask, L2
-//! normalisation. The model is loaded
-//! once at boot; embedding runs on a dedicated thread, which takes every request waiting
+//! normalisation. The model is loaded once at boot; embedding runs on a dedicated thread, which takes every request waiting
 //! when it frees up as one batch, so concurrent requests share a forward pass and the
 //! async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
 //! text that finds it full is refused as busy at once, rather than waiting behind minutes
@@ -14,10 +13,10 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-
-use super::mpnet::{self, MpNet};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use tokio::sync::oneshot;
+
+use super::mpnet::{self, MpNet};
 
 use super::{EmbedError, Embedder, check_values};
 
@@ -259,13 +258,15 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
 #[async_trait]
 impl Embedder for LocalEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let text = format!("{}{text}", self.prompts.passage);
-        self.submit(&text)?.await.map_err(|_| stopped())?
+        self.submit(&format!("{}{text}", self.prompts.passage))?
+            .await
+            .map_err(|_| stopped())?
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let text = format!("{}{text}", self.prompts.query);
-        self.submit(&text)?.await.map_err(|_| stopped())?
+        self.submit(&format!("{}{text}", self.prompts.query))?
+            .await
+            .map_err(|_| stopped())?
     }
 
     fn model(&self) -> crate::memory::Model {
@@ -356,10 +357,13 @@ impl Model {
         };
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let ids = stack(tokenizers::Encoding::get_ids)?;
-            let type_ids = stack(tokenizers::Encoding::get_type_ids)?;
             let mask = stack(tokenizers::Encoding::get_attention_mask)?;
             let hidden = match &self.encoder {
-                Encoder::Bert(bert) => bert.forward(&ids, &type_ids, Some(&mask))?,
+                Encoder::Bert(bert) => {
+                    let type_ids = stack(tokenizers::Encoding::get_type_ids)?;
+                    bert.forward(&ids, &type_ids, Some(&mask))?
+                }
+                // MPNet has no token types.
                 Encoder::MpNet(mpnet) => mpnet.forward(&ids, &mask)?,
             };
             // Mean over real tokens only, then unit length.

@@ -74,6 +74,13 @@ const MINILM: Calibration = Calibration {
     baseline: 0.0,
 };
 
+/// Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor), for every remote model.
+const TITAN: Calibration = Calibration {
+    floor: 0.1,
+    high: None,
+    baseline: 0.0,
+};
+
 /// The embedder's variables as given, each validated on its own.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[group(id = "embedder")]
@@ -131,13 +138,8 @@ impl Settings {
             Settings::Local { model_dir, .. } => {
                 LocalModel::named(model_dir).map(|m| m.calibration)
             }
-            // Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor).
             #[allow(unreachable_patterns)]
-            _ => Some(Calibration {
-                floor: 0.1,
-                high: None,
-                baseline: 0.0,
-            }),
+            _ => Some(TITAN),
         }
     }
 }

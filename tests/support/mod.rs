@@ -20,6 +20,25 @@ use sha2::{Digest, Sha256};
 
 pub const DIMENSION: usize = 64;
 
+/// A model folder of the real-model tests: `$var` when set, else `.models/<name>` of the
+/// checkout (`make models` puts each there).
+pub fn model_dir(var: &str, name: &str) -> std::path::PathBuf {
+    std::env::var_os(var)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(".models")
+                .join(name)
+        })
+}
+
+/// The model in `dir`, or a failure that says how to fetch it.
+#[cfg(feature = "local")]
+pub fn load_model(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbedder {
+    mcp_memory::embed::local::LocalEmbedder::load(dir, None)
+        .unwrap_or_else(|e| panic!("{e} (run `make models`)"))
+}
+
 /// How far `ours` is from `reference` at most, each component within `tolerance` (absolute:
 /// some components are ~1e-33 in every vector, so a relative error means nothing).
 pub fn within(text: &str, ours: &[f32], reference: &[f64], tolerance: f64) -> f64 {
