@@ -13,7 +13,7 @@ mod mcp;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use mcp::{Server, copy_store, shown_ids, stored_id};
+use mcp::{RECALLS, Server, copy_store, shown_ids, stored_id};
 use serde_json::{Value, json};
 
 const TENANT: &str = "korean-team";
@@ -67,14 +67,10 @@ async fn main() {
                 .await;
             memory_of.insert(fact["id"].as_str().unwrap(), stored_id(&answer));
         }
-        for (recall, weight) in [("dense", Some("0")), ("hybrid", None)] {
+        for (recall, weight) in RECALLS {
             let copy = scratch.path().join(format!("{name}-{recall}.db"));
             copy_store(&base, &copy);
-            let extra: Vec<(&str, &str)> = weight
-                .map(|w| ("RECALL_KEYWORD_WEIGHT", w))
-                .into_iter()
-                .collect();
-            let server = Server::start(&format!("sqlite:{}", copy.display()), model, &extra).await;
+            let server = Server::start(&format!("sqlite:{}", copy.display()), model, weight).await;
             let started = Instant::now();
             let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
             for q in questions {

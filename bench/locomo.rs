@@ -29,7 +29,7 @@ mod postgres;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use mcp::{Server, copy_store, shown_ids, stored_id};
+use mcp::{RECALLS, Server, copy_store, shown_ids, stored_id};
 use serde_json::{Value, json};
 
 const K: usize = 10;
@@ -114,16 +114,11 @@ fn round(x: f64) -> f64 {
 async fn run(
     backend: &str,
     database_url: &str,
-    recall: &str,
-    keyword_weight: Option<&str>,
+    (recall, weight): (&str, &[(&str, &str)]),
     data: &[Value],
     mode: &str,
 ) -> Value {
-    let weight: Vec<(&str, &str)> = keyword_weight
-        .map(|w| ("RECALL_KEYWORD_WEIGHT", w))
-        .into_iter()
-        .collect();
-    let server = Server::start(database_url, &default_model(), &weight).await;
+    let server = Server::start(database_url, &default_model(), weight).await;
     let started = Instant::now();
     let (memory_of, stored) = ingest(&server, data).await;
     let ingest_s = started.elapsed().as_secs_f64();
@@ -243,9 +238,6 @@ async fn sweep(data: &[Value]) -> Value {
     json!({"runs": runs})
 }
 
-/// The two recall modes: vector-only, and hybrid at the default weight.
-const RECALLS: [(&str, Option<&str>); 2] = [("dense", Some("0")), ("hybrid", None)];
-
 /// Models side by side (`LOCOMO_MODELS=DIR:DIR...`, SQLite): each model stores every turn
 /// once, at its own thresholds, then every mode asks every question, dense and hybrid,
 /// each on a copy of that store.
@@ -265,12 +257,8 @@ async fn models(data: &[Value], dirs: &str) -> Value {
             for (recall, weight) in RECALLS {
                 let copy = dir.path().join(format!("{name}-{mode}-{recall}.db"));
                 copy_store(&base, &copy);
-                let extra: Vec<(&str, &str)> = weight
-                    .map(|w| ("RECALL_KEYWORD_WEIGHT", w))
-                    .into_iter()
-                    .collect();
                 let url = format!("sqlite:{}", copy.display());
-                let server = Server::start(&url, model, &extra).await;
+                let server = Server::start(&url, model, weight).await;
                 let started = Instant::now();
                 let (overall, _) = ask(&server, data, &memory_of, mode, None).await;
                 let o = overall.json();
@@ -331,16 +319,16 @@ async fn main() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut results = Vec::new();
-    for (recall, weight) in RECALLS {
-        let file = dir.path().join(format!("locomo-{recall}.db"));
+    for recall in RECALLS {
+        let file = dir.path().join(format!("locomo-{}.db", recall.0));
         let url = format!("sqlite:{}", file.display());
-        results.push(run("sqlite", &url, recall, weight, &data, &mode).await);
+        results.push(run("sqlite", &url, recall, &data, &mode).await);
     }
     match std::env::var("TEST_DATABASE_URL") {
         Ok(server) => {
-            for (recall, weight) in RECALLS {
+            for recall in RECALLS {
                 let url = postgres::fresh_database(&server).await;
-                results.push(run("postgres", &url, recall, weight, &data, &mode).await);
+                results.push(run("postgres", &url, recall, &data, &mode).await);
             }
         }
         Err(_) => println!(

@@ -7,6 +7,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+/// The two ways of recalling, and the variables a server gets for each: by meaning only,
+/// and hybrid at the default weight.
+pub const RECALLS: [(&str, &[(&str, &str)]); 2] = [
+    ("dense", &[("RECALL_KEYWORD_WEIGHT", "0")]),
+    ("hybrid", &[]),
+];
+
 /// Stopped when dropped, so a run that starts many servers holds one model at a time.
 pub struct Server {
     url: String,
