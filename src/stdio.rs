@@ -7,7 +7,6 @@
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
@@ -52,8 +51,13 @@ pub async fn serve(
         let message = match line {
             Line::Message(message) => message,
             Line::Oversized => {
-                let refusal = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message":
-                    format!("Request too large: a message is at most {} bytes", app.body_limit)}});
+                let refusal = mcp::refusal(
+                    -32600,
+                    &format!(
+                        "Request too large: a message is at most {} bytes",
+                        app.body_limit
+                    ),
+                );
                 let _ = answers.send(refusal.to_string().into_bytes()).await;
                 continue;
             }

@@ -170,10 +170,7 @@ fn accepts_json(value: Option<&HeaderValue>) -> bool {
 
 /// A JSON-RPC error with no id: these refusals happen before the request is read.
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
-    json_response(
-        status,
-        &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}}),
-    )
+    json_response(status, &mcp::refusal(code, message))
 }
 
 fn unauthorized() -> Response {

@@ -31,6 +31,14 @@ const INSTRUCTIONS: &str = "Project memory that outlives a run. Call recall at t
     task and before asking the user to explain something again; call remember when you learn a \
     decision, a convention or a command that works.";
 
+/// A JSON-RPC error without an id: what a transport's edge answers for a message it refuses
+/// before reading it as a request (too large, unauthorized, the wrong media type).
+pub fn refusal(code: i64, message: &str) -> Value {
+    Reply::error(StatusCode::OK, None, code, message)
+        .body
+        .unwrap_or_default()
+}
+
 fn server_info() -> Value {
     json!({"name": SERVER_NAME, "version": SERVER_VERSION})
 }
