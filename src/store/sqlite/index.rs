@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::uses::{self, Pending};
 use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
@@ -36,7 +37,7 @@ pub(super) struct TenantIndex {
 }
 
 /// A memory's uses: how many, and the last.
-type Counts = (u64, Option<i64>);
+pub(super) type Counts = (u64, Option<i64>);
 
 /// A tenant's two versions (SCHEMA's `memory_versions`); both 0 before its first write.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -134,12 +135,14 @@ impl TenantIndex {
     }
 
     /// Reads every count of the tenant again, as the file holds it at `version`: what
-    /// another process's recalls changed. Only the small `memory_uses` rows are read.
+    /// another process's recalls changed. Only the small `memory_uses` rows are read; the
+    /// counts this process has yet to write are added back (`uses.rs`).
     pub fn refresh_uses(
         &self,
         conn: &Connection,
         tenant: &str,
         version: Version,
+        pending: &Pending,
     ) -> rusqlite::Result<()> {
         let mut stmt = conn.prepare_cached(
             "SELECT id, access_count, last_accessed_at FROM memory_uses WHERE tenant_id = ?1",
@@ -149,21 +152,37 @@ impl TenantIndex {
                 Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
             })?
             .collect::<rusqlite::Result<_>>()?;
+        // Held while the counts are set, so a use counted meanwhile is not overwritten.
+        let held = pending.lock();
+        let waiting = held.get(tenant);
         for (position, own) in self.own_counts.iter().enumerate() {
             let mut shared = lock(&self.memories[position]);
-            let (access, last) = match counted.get(&shared.id) {
-                // `COLUMNS` adds them up the same way (None is below every time).
-                Some((n, last)) => (own.0 + n, own.1.max(*last)),
-                None => *own,
-            };
-            if (shared.access_count, shared.last_accessed_at) != (access, last) {
+            // `COLUMNS` adds them up the same way (None is below every time).
+            let mut counts = *own;
+            let more = [
+                counted.get(&shared.id),
+                waiting.and_then(|w| w.get(&shared.id)),
+            ];
+            for (uses, last) in more.into_iter().flatten() {
+                uses::add(&mut counts, *uses, *last);
+            }
+            if (shared.access_count, shared.last_accessed_at) != counts {
                 let memory = Arc::make_mut(&mut shared);
-                memory.access_count = access;
-                memory.last_accessed_at = last;
+                (memory.access_count, memory.last_accessed_at) = counts;
             }
         }
         self.uses.store(version, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Adds the counts this process has yet to write to an index just read from the file.
+    pub fn count_waiting(&self, waiting: Option<&HashMap<String, Counts>>) {
+        for (id, (uses, last)) in waiting.into_iter().flatten() {
+            if let Some(position) = self.search.position(id) {
+                let mut shared = lock(&self.memories[position.index()]);
+                add_uses(Arc::make_mut(&mut shared), *uses, *last);
+            }
+        }
     }
 
     pub fn remove(&mut self, id: &str) {
@@ -179,19 +198,25 @@ impl TenantIndex {
         self.memory_bytes -= weight(&lock(&gone));
     }
 
-    /// The update `record_access` made to the file, made here too.
-    pub fn record_access(&self, visibility: &Visibility, ids: &[String], at: i64) {
-        for id in ids {
+    /// One use at `at` of each of `ids` that `visibility` may see; which those are.
+    pub fn count_uses<'i>(
+        &self,
+        visibility: &Visibility,
+        ids: &'i [String],
+        at: i64,
+    ) -> Vec<&'i String> {
+        let counted = |id: &&String| {
             let Some(position) = self.search.position(id) else {
-                continue;
+                return false;
             };
             let mut shared = lock(&self.memories[position.index()]);
-            if visibility.can_see(&shared) {
-                let memory = Arc::make_mut(&mut shared);
-                memory.access_count += 1;
-                memory.last_accessed_at = Some(memory.last_accessed_at.map_or(at, |l| l.max(at)));
+            let seen = visibility.can_see(&shared);
+            if seen {
+                add_uses(Arc::make_mut(&mut shared), 1, Some(at));
             }
-        }
+            seen
+        };
+        ids.iter().filter(counted).collect()
     }
 
     fn hit(&self, position: search::Position, similarity: f64) -> Hit {
@@ -242,6 +267,12 @@ fn weight(memory: &Memory) -> usize {
         + memory.content.len()
         + memory.category.as_ref().map_or(0, String::len)
         + tags
+}
+
+fn add_uses(memory: &mut Memory, uses: u64, last: Option<i64>) {
+    let mut counts = (memory.access_count, memory.last_accessed_at);
+    uses::add(&mut counts, uses, last);
+    (memory.access_count, memory.last_accessed_at) = counts;
 }
 
 /// A poisoned lock still holds a whole memory: a panic cannot leave one half-written.

@@ -9,6 +9,7 @@
 
 mod index;
 pub mod reembed;
+mod uses;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,13 +19,14 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use index::{TenantIndex, Versions};
+use uses::Pending;
 
 use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{
     Conversation, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
 };
-use crate::search::cache::{Interrupted, TenantCache};
+use crate::search::cache::{Interrupted, Slot, TenantCache};
 use crate::search::{self, Query};
 
 type Indexes = TenantCache<TenantIndex>;
@@ -141,6 +143,8 @@ pub struct SqliteStore {
     // processes sharing the file). Lock order: the connection, then an index.
     conn: Arc<Mutex<Connection>>,
     indexes: Arc<Indexes>,
+    /// Uses counted in the indexes and not yet in the file (`uses.rs`).
+    pending: Arc<Pending>,
     width: usize,
     /// The model this process embeds with, and whether the file is known to record it.
     model: Arc<Recorded>,
@@ -199,6 +203,16 @@ impl SqliteStore {
     /// come from `model` (or, in a file from before models were recorded, have its width);
     /// the tenants' indexes hold at most `index_budget` bytes together.
     pub fn open(path: &Path, model: &Model, index_budget: usize) -> Result<Self, StoreError> {
+        Self::open_writing_uses(path, model, index_budget, uses::EVERY)
+    }
+
+    /// `open`, its waiting uses written every `every`.
+    fn open_writing_uses(
+        path: &Path,
+        model: &Model,
+        index_budget: usize,
+        every: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
         let conn = connect(path)?;
         let stored_width: Option<usize> = conn
@@ -219,10 +233,17 @@ impl SqliteStore {
                 configured: dimension,
             });
         }
+        let (conn, indexes, pending) = (
+            Arc::new(Mutex::new(conn)),
+            Arc::new(TenantCache::new(index_budget)),
+            Arc::default(),
+        );
+        uses::start(&conn, &pending, &indexes, every);
         Ok(SqliteStore {
             path: path.to_owned(),
-            conn: Arc::new(Mutex::new(conn)),
-            indexes: Arc::new(TenantCache::new(index_budget)),
+            conn,
+            indexes,
+            pending,
             width: dimension,
             model: Arc::new(Recorded {
                 model: model.clone(),
@@ -245,6 +266,60 @@ impl SqliteStore {
         );
         blocking(move || work(&mut *lock(&conn)?, &indexes, width).map_err(failed)).await
     }
+
+    /// `with_conn` once the counts waiting in this process are in the file: for work that
+    /// reads counts from it.
+    async fn with_counts_written<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection, &Indexes, usize) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let pending = Arc::clone(&self.pending);
+        self.with_conn(move |conn, indexes, width| {
+            uses::flush(conn, &pending, indexes)?;
+            work(conn, indexes, width)
+        })
+        .await
+    }
+}
+
+impl Drop for SqliteStore {
+    /// The counts still waiting reach the file: a command's store, a test's, any let go
+    /// without `flush`.
+    fn drop(&mut self) {
+        let Ok(mut conn) = self.conn.lock() else {
+            return;
+        };
+        if let Err(e) = uses::flush(&mut conn, &self.pending, &self.indexes) {
+            let fields = crate::log::Fields::default();
+            crate::log::error("stats_final_flush_failed", &e.to_string(), &fields);
+        }
+    }
+}
+
+/// The tenant's slot showing `now`, built from the file (once `check` passes) if this
+/// process holds none of that version; its counts are the file's and those still waiting.
+fn current(
+    conn: &Connection,
+    indexes: &Indexes,
+    pending: &Pending,
+    tenant: &str,
+    width: usize,
+    now: Versions,
+    check: impl FnOnce() -> Result<(), StoreError>,
+) -> Result<Arc<Slot<TenantIndex>>, StoreError> {
+    // The waiting counts stay locked until the new index is in place, so a use counted
+    // meanwhile lands in it rather than in the index it replaces.
+    let mut held = None;
+    let slot = indexes.current(tenant, now.memories, || {
+        check()?;
+        let index = TenantIndex::load(conn, tenant, width, now.uses).map_err(failed)?;
+        let waiting = pending.lock();
+        index.count_waiting(waiting.get(tenant));
+        held = Some(waiting);
+        Ok(index)
+    });
+    drop(held);
+    slot
 }
 
 /// Opens (creating if missing) the file, its schema up to date.
@@ -431,7 +506,7 @@ impl MemoryStore for SqliteStore {
             visibility.for_dedup(memory.scope),
         );
         let embedding = embedding.to_vec();
-        let recorded = Arc::clone(&self.model);
+        let (recorded, pending) = (Arc::clone(&self.model), Arc::clone(&self.pending));
         self.with_conn(move |conn, indexes, width| {
             // IMMEDIATE takes the write lock first, so another process cannot slip the
             // same fact in between our check and our insert, or take the replaced memory.
@@ -450,9 +525,10 @@ impl MemoryStore for SqliteStore {
                 }
             }
             let before = Versions::read(&tx, &tenant)?;
-            let slot = indexes.current(&tenant, before.memories, || {
-                TenantIndex::load(&tx, &tenant, width, before.uses)
-            })?;
+            let slot = match current(&tx, indexes, &pending, &tenant, width, before, || Ok(())) {
+                Ok(slot) => slot,
+                Err(e) => return Ok(Err(e)),
+            };
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
@@ -495,9 +571,10 @@ impl MemoryStore for SqliteStore {
         let visibility = visibility.clone();
         let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
         let tenant = tenant.as_str().to_owned();
-        let (conn, indexes, width, recorded) = (
+        let (conn, indexes, pending, width, recorded) = (
             Arc::clone(&self.conn),
             Arc::clone(&self.indexes),
+            Arc::clone(&self.pending),
             self.width,
             Arc::clone(&self.model),
         );
@@ -509,16 +586,15 @@ impl MemoryStore for SqliteStore {
                 let now = Versions::read(&conn, &tenant).map_err(failed)?;
                 // A re-embedding's switch moves every tenant's version, so no index of the
                 // old vectors outlives it here.
-                let slot = indexes.current(&tenant, now.memories, || {
-                    recorded.still_ours(&conn).map_err(failed)??;
-                    TenantIndex::load(&conn, &tenant, width, now.uses).map_err(failed)
+                let slot = current(&conn, &indexes, &pending, &tenant, width, now, || {
+                    recorded.still_ours(&conn).map_err(failed)?
                 })?;
                 // Another process counted uses since: read the counts, not the whole index.
                 let refreshed = slot.read_held(|index| {
                     if index.uses() == now.uses {
                         Ok(())
                     } else {
-                        index.refresh_uses(&conn, &tenant, now.uses)
+                        index.refresh_uses(&conn, &tenant, now.uses, &pending)
                     }
                 });
                 refreshed.transpose().map_err(failed)?;
@@ -547,7 +623,7 @@ impl MemoryStore for SqliteStore {
         let (seen, at) = (conversation_of(visibility), visibility.at);
         let memory_type = memory_type.map(MemoryType::as_str);
         let after = after.map(|a| (a.created_at, a.id.clone()));
-        self.with_conn(move |conn, _, _| {
+        self.with_counts_written(move |conn, _, _| {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
                  AND (?4 IS NULL OR m.memory_type = ?4) \
@@ -635,6 +711,19 @@ impl MemoryStore for SqliteStore {
         if ids.is_empty() {
             return Ok(());
         }
+        if let Some(slot) = self.indexes.held(tenant.as_str()) {
+            // Counted in the index and left for the timer to write (`uses.rs`).
+            let mut pending = self.pending.lock();
+            if let Some(counted) = slot.read_held(|index| index.count_uses(visibility, &ids, at)) {
+                let waiting = pending.entry(tenant.as_str().to_owned()).or_default();
+                for id in counted {
+                    uses::add(waiting.entry(id.clone()).or_default(), 1, Some(at));
+                }
+                return Ok(());
+            }
+        }
+        // This process holds no index of the tenant (let go since the search): the uses
+        // are written at once, visibility checked in the statement.
         let tenant = tenant.as_str().to_owned();
         let visibility = visibility.clone();
         self.with_conn(move |conn, indexes, _| {
@@ -657,11 +746,12 @@ impl MemoryStore for SqliteStore {
             let after = Versions::read(&tx, &tenant)?;
             tx.commit()?;
             if let Some(slot) = indexes.held(&tenant) {
-                // Counts that were already behind are read again at the next search, this
-                // write included: counting it here too would count it twice.
+                // An index built since: counts that were already behind are read again at
+                // the next search, this write included; counting it here too would count it
+                // twice.
                 slot.read_held(|index| {
                     if index.uses() == before.uses {
-                        index.record_access(&visibility, &ids, at);
+                        index.count_uses(&visibility, &ids, at);
                         index.moved_uses(before.uses, after.uses);
                     }
                 });
@@ -686,7 +776,7 @@ impl MemoryStore for SqliteStore {
         let (after_tenant, after_id) = Exported::after_tenant_and_id(from);
         let (after_tenant, after_id) = (after_tenant.to_owned(), after_id.to_owned());
         let memories = self
-            .with_conn(move |conn, _, _| {
+            .with_counts_written(move |conn, _, _| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT {COLUMNS}, m.embedding, m.tenant_id FROM {MEMORIES} \
                      WHERE (json_array_length(?1) = 0 \
@@ -774,8 +864,9 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        // Fold the WAL back into the main file so a copied .db is complete on its own.
-        self.with_conn(|conn, _, _| {
+        // The waiting counts, then the WAL folded back into the main file so a copied .db
+        // is complete on its own.
+        self.with_counts_written(|conn, _, _| {
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         })
         .await
@@ -1005,12 +1096,123 @@ mod tests {
             Arc::ptr_eq(&before["unused"], &after["unused"]),
             "the index was rebuilt for a change of counts"
         );
-        // A's own count lands once, on top of B's.
+        // A's own count lands once, on top of B's; B reads it once A has written it.
         a.record_access(&acme, &everyone, &[&used], T0 + 20)
             .await
             .unwrap();
         assert_eq!(by_content(&a).await["used"].access_count, 4);
+        a.flush().await.unwrap();
         assert_eq!(by_content(&b).await["used"].access_count, 4);
+    }
+
+    fn counts(memory: &crate::memory::Memory) -> (u64, Option<i64>) {
+        (memory.access_count, memory.last_accessed_at)
+    }
+
+    /// A recall's uses wait in the process that counted them (written behind, `uses.rs`):
+    /// its own searches and lists show them at once, another process once they are
+    /// written, and another process's counts and writes meanwhile neither hide them nor
+    /// count them twice.
+    #[tokio::test]
+    async fn uses_are_written_behind_and_add_up_across_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        // No timer writes while the test looks.
+        let open = || {
+            let hour = std::time::Duration::from_secs(3600);
+            super::SqliteStore::open_writing_uses(&path, &suite::model(8), BUDGET_BYTES, hour)
+        };
+        let (a, b) = (open().unwrap(), open().unwrap());
+        let (acme, everyone) = (tenant("acme"), seen_from(None));
+        let used = store_one(
+            &a,
+            "acme",
+            note("used", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        // Both hold an index, so both count behind.
+        by_content(&a).await;
+        by_content(&b).await;
+        a.record_access(&acme, &everyone, &[&used], T0 + 10)
+            .await
+            .unwrap();
+        assert_eq!(counts(&by_content(&a).await["used"]), (1, Some(T0 + 10)));
+        assert_eq!(
+            counts(&by_content(&b).await["used"]),
+            (0, None),
+            "not yet written"
+        );
+
+        // B counts and writes while A's count waits: A reads B's and keeps its own.
+        b.record_access(&acme, &everyone, &[&used], T0 + 20)
+            .await
+            .unwrap();
+        b.flush().await.unwrap();
+        assert_eq!(counts(&by_content(&a).await["used"]), (2, Some(T0 + 20)));
+
+        // B stores a memory: A builds its index again from the file, its count still on top.
+        store_one(
+            &b,
+            "acme",
+            note("new", T0 + 1, Scope::Project, None),
+            &direction(1, 0.0),
+        )
+        .await;
+        a.record_access(&acme, &everyone, &[&used], T0 + 30)
+            .await
+            .unwrap();
+        let rebuilt = by_content(&a).await;
+        assert!(rebuilt.contains_key("new"));
+        assert_eq!(counts(&rebuilt["used"]), (3, Some(T0 + 30)));
+
+        // A lists: its counts are written first, and then they are the file's.
+        let listed = a.list(&acme, &everyone, None, None, 5).await.unwrap();
+        let listed = listed.iter().find(|m| m.id == used.id).unwrap();
+        assert_eq!(counts(listed), (3, Some(T0 + 30)));
+        assert_eq!(counts(&by_content(&b).await["used"]), (3, Some(T0 + 30)));
+        assert_eq!(counts(&by_content(&a).await["used"]), (3, Some(T0 + 30)));
+    }
+
+    /// Waiting counts reach the file by themselves within about a second (`uses::EVERY`),
+    /// and a process that dies before then loses at most those counts, never a memory.
+    #[tokio::test]
+    async fn waiting_uses_are_written_by_the_timer_and_a_crash_loses_only_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        let open = || super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let (a, b) = (open(), open());
+        let (acme, everyone) = (tenant("acme"), seen_from(None));
+        let used = store_one(
+            &a,
+            "acme",
+            note("used", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        by_content(&a).await;
+        a.record_access(&acme, &everyone, &[&used], T0 + 10)
+            .await
+            .unwrap();
+        let mut seen = 0;
+        for _ in 0..100 {
+            seen = by_content(&b).await["used"].access_count;
+            if seen == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(seen, 1, "the timer never wrote the waiting count");
+
+        // A process killed with a count waiting: no flush, no drop.
+        a.record_access(&acme, &everyone, &[&used], T0 + 20)
+            .await
+            .unwrap();
+        std::mem::forget(a);
+        let reopened = open();
+        let after = by_content(&reopened).await;
+        assert_eq!(after.len(), 1, "the memory is kept");
+        assert!(after["used"].access_count <= 2);
     }
 
     /// The triggers keep the names they were first created with: a file that has them is
