@@ -160,26 +160,41 @@ impl Metrics {
         let series = self.series();
         let mut out = String::new();
         if let Some(usage) = indexes {
-            for (name, help, value) in [
+            for (name, kind, help, value) in [
                 (
                     "index_tenants",
+                    "gauge",
                     "Tenants whose search index this process holds.",
-                    usage.tenants,
+                    usage.tenants as u64,
                 ),
                 (
                     "index_bytes",
+                    "gauge",
                     "What the held search indexes weigh, roughly, in bytes.",
-                    usage.bytes,
+                    usage.bytes as u64,
                 ),
                 (
                     "index_budget_bytes",
+                    "gauge",
                     "What they may weigh together (INDEX_BUDGET_MB).",
-                    usage.budget,
+                    usage.budget as u64,
+                ),
+                (
+                    "index_builds_total",
+                    "counter",
+                    "Tenant indexes built from the store.",
+                    usage.builds,
+                ),
+                (
+                    "index_catch_ups_total",
+                    "counter",
+                    "Tenant indexes brought up to date with another process's writes instead of built.",
+                    usage.catch_ups,
                 ),
             ] {
                 let _ = writeln!(
                     out,
-                    "# HELP mcp_memory_{name} {help}\n# TYPE mcp_memory_{name} gauge\nmcp_memory_{name} {value}"
+                    "# HELP mcp_memory_{name} {help}\n# TYPE mcp_memory_{name} {kind}\nmcp_memory_{name} {value}"
                 );
             }
         }

@@ -8,6 +8,7 @@
 //! tenants are dropped, to be rebuilt when next needed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
@@ -39,6 +40,8 @@ pub type Version = i64;
 pub trait Coherence: Send + Sync {
     type Index: Weigh + Send + Sync + 'static;
     type Error: Send;
+    /// What changed in a tenant between two versions, read from the store.
+    type Changes: Send;
 
     /// The tenant's version as committed now.
     async fn version(&self, tenant: &str) -> Result<Version, Self::Error>;
@@ -46,6 +49,17 @@ pub trait Coherence: Send + Sync {
     /// The tenant's index as the store holds it now, and the version it shows (read before
     /// the rows, so the label is never newer than they are).
     async fn load(&self, tenant: &str) -> Result<(Version, Self::Index), Self::Error>;
+
+    /// What changed in the tenant since `from`, and the version it brings an index to, when
+    /// the store can still tell all of it; None sends the caller to `load`.
+    async fn changes(
+        &self,
+        tenant: &str,
+        from: Version,
+    ) -> Result<Option<(Version, Self::Changes)>, Self::Error>;
+
+    /// Applies `changes` to an index that showed the version they start from.
+    fn catch_up(index: &mut Self::Index, changes: Self::Changes);
 }
 
 /// What a cache holds against its budget.
@@ -54,6 +68,10 @@ pub struct Usage {
     pub tenants: usize,
     pub bytes: usize,
     pub budget: usize,
+    /// Indexes built from the store since the process started.
+    pub builds: u64,
+    /// Indexes brought up to date with another process's writes instead.
+    pub catch_ups: u64,
 }
 
 /// One tenant's place in the cache.
@@ -95,6 +113,12 @@ impl<T> Slot<T> {
     /// Whether the index shows exactly `version`.
     pub fn shows(&self, version: Version) -> bool {
         self.read_at(version, |_| ()).is_ok()
+    }
+
+    /// The version the index shows, if the slot holds one.
+    pub fn version(&self) -> Option<Version> {
+        let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+        held.as_ref().map(|(at, _)| *at)
     }
 
     /// Applies this process's write, which moved the store from `from` to `to`, to an index
@@ -140,6 +164,8 @@ impl<T> Slot<T> {
 pub struct TenantCache<T> {
     state: Mutex<State<T>>,
     budget: usize,
+    builds: AtomicU64,
+    catch_ups: AtomicU64,
 }
 
 struct State<T> {
@@ -164,6 +190,8 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
                 uses: 0,
             }),
             budget,
+            builds: AtomicU64::new(0),
+            catch_ups: AtomicU64::new(0),
         }
     }
 
@@ -178,6 +206,8 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             tenants: state.tenants.len(),
             bytes: state.total,
             budget: self.budget,
+            builds: self.builds.load(Ordering::Relaxed),
+            catch_ups: self.catch_ups.load(Ordering::Relaxed),
         }
     }
 
@@ -212,7 +242,22 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
         let weight = weight(&index);
         *slot.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
+        self.builds.fetch_add(1, Ordering::Relaxed);
         self.weigh(tenant, slot, weight);
+    }
+
+    /// Applies another process's writes, which moved the store from `from` to `to`, as
+    /// `apply` does this process's.
+    pub fn catch_up(
+        &self,
+        tenant: &str,
+        slot: &Slot<T>,
+        from: Version,
+        to: Version,
+        change: impl FnOnce(&mut T),
+    ) {
+        self.catch_ups.fetch_add(1, Ordering::Relaxed);
+        self.apply(tenant, slot, from, to, change);
     }
 
     /// Applies this process's write to `tenant`, which moved the store from `from` to `to`,
@@ -333,8 +378,21 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let _turn = slot.writes.lock().await;
         let now = source.version(tenant).await?;
         if !slot.shows(now) {
-            let (version, index) = source.load(tenant).await?;
-            self.install(tenant, slot, version, index);
+            // Another process's writes since the index's version: read only what they
+            // changed, when the store can still say it (BENCHMARKS.md, issue 21, item 4).
+            let changes = match slot.version().filter(|from| *from < now) {
+                Some(from) => (source.changes(tenant, from).await?).map(|c| (from, c)),
+                None => None,
+            };
+            match changes {
+                Some((from, (to, changes))) => {
+                    self.catch_up(tenant, slot, from, to, |index| C::catch_up(index, changes));
+                }
+                None => {
+                    let (version, index) = source.load(tenant).await?;
+                    self.install(tenant, slot, version, index);
+                }
+            }
         }
         let found = Arc::clone(slot);
         // Only a write that could not be applied empties a slot, and writes wait for this

@@ -690,3 +690,131 @@ async fn a_replicas_own_writes_update_its_index_in_place() {
     assert_eq!(held.read_at(version, |index| index.len()).ok(), Some(3));
     assert_eq!(found(&store, "fact").await.1.len(), 3);
 }
+
+/// What the replica's tenant indexes did so far: (built, caught up).
+fn builds(store: &PostgresStore) -> (u64, u64) {
+    let usage = store.indexes.usage();
+    (usage.builds, usage.catch_ups)
+}
+
+/// Another replica's writes reach this one's index through the change log, without a
+/// rebuild, whether this replica searches or writes next; a log that cannot cover the gap
+/// falls back to a rebuild.
+#[tokio::test]
+async fn a_replica_catches_up_with_another_ones_writes_instead_of_rebuilding() {
+    let url = fresh_database().await;
+    let a = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
+    let b = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let redis = note("the cache is redis", T0, Scope::Project, None);
+    let redis = store_one(&a, "acme", redis, &direction(0, 0.0)).await;
+    let kafka = note("the queue is kafka", T0 + 1, Scope::Project, None);
+    let kafka = store_one(&a, "acme", kafka, &direction(0, 0.3)).await;
+    found(&b, "redis").await;
+    // Counted from here (a tenant's first, empty index is not kept, so it counts twice).
+    let (built, caught_up) = builds(&a);
+    let since = |store: &PostgresStore| {
+        let (b, c) = builds(store);
+        (b - built, c - caught_up)
+    };
+
+    // B stores one, corrects one, forgets one, and keeps a note to a conversation.
+    let deploys = note("deploys go out on fridays", T0 + 2, Scope::Project, None);
+    store_one(&b, "acme", deploys, &direction(0, 0.1)).await;
+    let mut valkey = note("the cache is valkey", T0 + 3, Scope::Project, None);
+    valkey.replaces = Some(redis.id.clone());
+    store_one(&b, "acme", valkey, &direction(0, 0.05)).await;
+    assert!(b.delete(&acme, &everyone, &kafka.id).await.unwrap());
+    let private = note(
+        "fridays are quiet",
+        T0 + 4,
+        Scope::Conversation,
+        Some("chat:1"),
+    );
+    suite::store_at(&b, "acme", private, T0 + 4, &direction(0, 0.2)).await;
+
+    let (by_meaning, by_word) = found(&a, "friday").await;
+    assert_eq!(
+        by_meaning,
+        ["deploys go out on fridays", "the cache is valkey"]
+    );
+    assert_eq!(by_word, ["deploys go out on fridays"]);
+    assert_eq!(since(&a), (0, 1), "the index was built again");
+
+    // A writes next: its write catches up first, and its index moves on in place.
+    store_one(
+        &b,
+        "acme",
+        note("ci runs on arm", T0 + 5, Scope::Project, None),
+        &direction(1, 0.0),
+    )
+    .await;
+    store_one(
+        &a,
+        "acme",
+        note("ci caches cargo", T0 + 6, Scope::Project, None),
+        &direction(1, 0.1),
+    )
+    .await;
+    assert_eq!(since(&a), (0, 2));
+    assert_eq!(found(&a, "ci").await.1.len(), 2);
+    assert_eq!(since(&a), (0, 2), "a search after the write read nothing");
+
+    // A gap the log no longer covers: built again, with every change.
+    store_one(
+        &b,
+        "acme",
+        note("ci is green", T0 + 7, Scope::Project, None),
+        &direction(1, 0.2),
+    )
+    .await;
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM memory_changes")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(found(&a, "ci").await.1.len(), 3);
+    assert_eq!(since(&a), (1, 2));
+}
+
+/// The change log keeps about the tenant's last `LOGGED` versions, however many writes.
+#[tokio::test]
+async fn the_change_log_stays_bounded() {
+    let url = fresh_database().await;
+    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+        .await
+        .unwrap();
+    store_one(
+        &store,
+        "acme",
+        note("first", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO memories (tenant_id, id, content, memory_type, created_at, embedding) \
+         SELECT 'acme', 'm' || i, 'memory ' || i, 'project', now(), \
+                array_fill(0.5, ARRAY[8])::vector FROM generate_series(1, 2500) AS i",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap();
+    let (logged, version): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM memory_changes WHERE tenant_id = 'acme'), \
+                (SELECT version FROM memory_versions WHERE tenant_id = 'acme')",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(version, 2501);
+    let kept = super::versions::LOGGED;
+    assert!(
+        (kept..=kept + 100).contains(&logged),
+        "{logged} rows logged"
+    );
+}
