@@ -268,6 +268,26 @@ pub(super) struct Database {
     pub location: String,
 }
 
+impl Database {
+    /// One snapshot for the tenant's version, the model and the rows, and the version. A
+    /// re-embedding's switch moves every tenant's version, so an index of this process's
+    /// model is never built, nor caught up, from another model's vectors.
+    async fn snapshot(
+        &self,
+        tenant: &str,
+    ) -> Result<(sqlx::Transaction<'static, sqlx::Postgres>, Version), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let version = version(&mut *tx, tenant).await.map_err(failed)?;
+        let recorded = super::recorded_model(&mut tx, "").await.map_err(failed)?;
+        StoreError::unless_same_model(&self.location, recorded, &self.model)?;
+        Ok((tx, version))
+    }
+}
+
 #[async_trait]
 impl Coherence for Database {
     type Index = SearchIndex;
@@ -279,17 +299,7 @@ impl Coherence for Database {
     }
 
     async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
-        // One snapshot for the version, the model and the rows. A re-embedding's switch
-        // moves every tenant's version, so an index of this process's model is never built
-        // from another model's vectors.
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let version = version(&mut *tx, tenant).await.map_err(failed)?;
-        let recorded = super::recorded_model(&mut tx, "").await.map_err(failed)?;
-        StoreError::unless_same_model(&self.location, recorded, &self.model)?;
+        let (mut tx, version) = self.snapshot(tenant).await?;
         let index = load(&mut *tx, tenant, self.model.dimension)
             .await
             .map_err(failed)?;
@@ -302,15 +312,7 @@ impl Coherence for Database {
         tenant: &str,
         from: Version,
     ) -> Result<Option<(Version, Changes)>, StoreError> {
-        // One snapshot, as `load`; the model is checked for the same reason.
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let to = version(&mut *tx, tenant).await.map_err(failed)?;
-        let recorded = super::recorded_model(&mut tx, "").await.map_err(failed)?;
-        StoreError::unless_same_model(&self.location, recorded, &self.model)?;
+        let (mut tx, to) = self.snapshot(tenant).await?;
         let changes = changes(&mut tx, tenant, from, to).await.map_err(failed)?;
         tx.commit().await.map_err(failed)?;
         Ok(changes.map(|c| (to, c)))
