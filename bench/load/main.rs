@@ -400,19 +400,22 @@ impl Bench {
         .await
         .expect("the first recall answers");
         let first_recall_ms = cold.elapsed().as_secs_f64() * 1000.0;
+        // The build's peak shows whether it streams (no spike above what it then holds).
+        let (built_rss, build_peak) = (server.rss_mib(), server.peak_rss_mib());
         let embedder = if model.is_some() {
             "local model"
         } else {
             "stub"
         };
         println!(
-            "\n## {} · {} · width {} · {embedder}\n\nseeded in {:.1} s; startup to healthy {:.0} ms; first recall (builds the index) {first_recall_ms:.0} ms; idle RSS {:.1} MiB\n",
+            "\n## {} · {} · width {} · {embedder}\n\nseeded in {:.1} s; startup to healthy {:.0} ms; first recall (builds the index) {first_recall_ms:.0} ms; idle RSS {:.1} MiB (peak so far {:.1} MiB)\n",
             backend.name(),
             shape.label(),
             shape.width,
             seeded.as_secs_f64(),
             server.startup.as_secs_f64() * 1000.0,
-            server.rss_mib()
+            built_rss,
+            build_peak
         );
         println!(
             "| mix | clients | req/s | recall p50/p95/p99 ms | remember p50/p95/p99 ms | CPU ms/req | RSS MiB before → peak | recall p50 ÷ scan | errors |"
@@ -470,6 +473,7 @@ impl Bench {
                     scan_ms,
                 );
                 row["first_recall_ms"] = json!(first_recall_ms);
+                row["build_peak_rss_mib"] = json!(build_peak);
                 self.results.push(row);
             }
         }

@@ -66,9 +66,18 @@ impl Server {
 
     /// Resident set size in MiB.
     pub fn rss_mib(&self) -> f64 {
+        self.status_mib("VmRSS:")
+    }
+
+    /// The most it was ever resident, in MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.status_mib("VmHWM:")
+    }
+
+    fn status_mib(&self, field: &str) -> f64 {
         self.proc_file("status")
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
             .unwrap_or(0.0)
             / 1024.0
