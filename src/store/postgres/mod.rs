@@ -294,7 +294,7 @@ impl PostgresStore {
         let from = versions::lock_version(&mut *tx, tenant.as_str())
             .await
             .map_err(failed)?;
-        self.catch_up(&mut tx, tenant.as_str(), &slot, from)
+        self.catch_up(&mut tx, tenant.as_str(), &slot, from, with_vector)
             .await
             .map_err(failed)?;
         Ok(Write {
@@ -305,27 +305,29 @@ impl PostgresStore {
             from,
         })
     }
-}
 
-impl PostgresStore {
     /// Within a write, which holds the tenant's version row: brings an index that shows an
     /// earlier version up to `to` with the changes another replica logged since
     /// (`versions.rs`). One it cannot bring up stays as it is, for the write to drop.
+    /// `model_checked`: the write checked the model already (`check_model`).
     async fn catch_up(
         &self,
         tx: &mut sqlx::PgConnection,
         tenant: &str,
         slot: &Slot<SearchIndex>,
         to: Version,
+        model_checked: bool,
     ) -> Result<(), sqlx::Error> {
         let Some(from) = slot.version().filter(|from| *from < to) else {
             return Ok(());
         };
-        // Not another model's vectors (a write without one has not checked the model).
-        let recorded = recorded_model(tx, "").await?;
-        let (location, model) = (&self.database.location, &self.database.model);
-        if StoreError::unless_same_model(location, recorded, model).is_err() {
-            return Ok(());
+        // Never another model's vectors.
+        if !model_checked {
+            let recorded = recorded_model(tx, "").await?;
+            let (location, model) = (&self.database.location, &self.database.model);
+            if StoreError::unless_same_model(location, recorded, model).is_err() {
+                return Ok(());
+            }
         }
         if let Some(changes) = versions::changes(tx, tenant, from, to).await? {
             (self.indexes).catch_up(tenant, slot, from, to, |index| changes.apply(index));

@@ -149,7 +149,7 @@ pub(super) async fn load<'e>(
     let mut rows = sqlx::query(&statement).bind(tenant).fetch(executor);
     let mut index = SearchIndex::new(width);
     while let Some(row) = rows.try_next().await? {
-        add(&mut index, &row)?;
+        Indexed::read(&row)?.push(&mut index);
     }
     Ok(index)
 }
@@ -158,11 +158,6 @@ pub(super) async fn load<'e>(
 const INDEXED: &str = "id, scope, conversation, embedding, terms, \
      (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, \
      CASE WHEN terms IS NULL THEN content END AS content";
-
-fn add(index: &mut SearchIndex, row: &PgRow) -> Result<(), sqlx::Error> {
-    Indexed::read(row)?.push(index);
-    Ok(())
-}
 
 /// What the index keeps of one row.
 pub(super) struct Indexed {
