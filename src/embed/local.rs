@@ -1,8 +1,8 @@
 //! A sentence-transformers model run in-process with candle (CPU): a BERT or MPNet encoder
 //! (`super::mpnet`), the folder's tokenizer, mean pooling over the attention mask, L2
-//! normalisation. The model is loaded once at boot; embedding runs on a dedicated thread, which takes every request waiting
-//! when it frees up as one batch, so concurrent requests share a forward pass and the
-//! async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
+//! normalisation. The model is loaded once at boot; embedding runs on a dedicated thread,
+//! which takes every request waiting when it frees up as one batch, so concurrent requests
+//! share a forward pass and the async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
 //! text that finds it full is refused as busy at once, rather than waiting behind minutes
 //! of work; a batch the model panics on fails alone, and the thread goes on.
 
