@@ -4,11 +4,13 @@
 //! postings (`postings.rs`, scored by `bm25.rs`) and who may see it (`audiences.rs`).
 //! Answers are positions with their scores, which a store maps back to its memories
 //! (`SearchIndex::id`); the store keeps the index in step with what it writes, and
-//! `cache.rs` holds the tenants' indexes a process keeps, within a budget.
+//! `cache.rs` holds the tenants' indexes a process keeps, within a budget. Searches of one
+//! index that arrive together share their scans (`passes.rs`).
 
 pub mod audiences;
 pub mod bm25;
 pub mod cache;
+mod passes;
 pub mod postings;
 pub mod scan;
 pub mod terms;

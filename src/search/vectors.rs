@@ -7,6 +7,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use super::passes::Passes;
 use super::{Nearest, Position, scan};
 
 pub struct Vectors {
@@ -23,6 +24,8 @@ pub struct Vectors {
     squares: Vec<f64>,
     /// How much of each vector its 8-bit copy misses (`scan::Coarse::rounding`).
     roundings: Vec<f64>,
+    /// Where concurrent searches share their scans of `coarse`.
+    passes: Passes,
 }
 
 impl Vectors {
@@ -35,6 +38,7 @@ impl Vectors {
             norms: Vec::new(),
             squares: Vec::new(),
             roundings: Vec::new(),
+            passes: Passes::default(),
         }
     }
 
@@ -142,8 +146,7 @@ impl Vectors {
         let query_norm = query_squares.sqrt();
         let coarse_query = scan::Coarse::query(query, query_norm);
         let per_query = f64::from(coarse_query.scale) / query_norm;
-        let mut dots = Vec::new();
-        scan::dot_all(&self.coarse, &coarse_query.values, &mut dots);
+        let dots = self.passes.dots(&self.coarse, &coarse_query.values);
         // A memory's coarse cosine and how far the exact one can be from it, from its dot
         // product, unit and rounding; both passes below use it, so they agree to the bit.
         let estimate = |dot: i32, unit: f64, rounding: f64| {
