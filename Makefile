@@ -18,7 +18,7 @@ MPNET_DIR := .models/all-mpnet-base-v2
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model models test unit interop check images fmt bench release
+.PHONY: run model models test unit interop check images fmt bench bench-peers release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -90,3 +90,22 @@ bench:
 	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) bash scripts/with-postgres.sh \
 	  cargo bench --features postgres --bench load
+
+# Issue 21, item 1: this server side by side with mcp-memory-service 12.4.0 and mem0ai 2.2.1
+# (bench/peers/, bench/README.md), not part of `make test`. The peers go into a venv of their
+# own, made with Debian's Python (mcp-memory-service needs SQLite extension loading), from the
+# pins in bench/peers/requirements.txt; it is made again when the pins change. Seeding is
+# untimed and runs at the lowest priority; its SQLite stores are kept in ~/.cache/mcp-memory/peers
+# for later runs. MCP_MEMORY_BINARY=... skips the build; PEERS_LOCK=/path flocks the timed parts.
+PEERS_VENV ?= $(HOME)/.cache/mcp-memory/peers-venv
+PEERS_PY := $(PEERS_VENV)/bin/python
+bench-peers:
+	@if ! cmp -s bench/peers/requirements.txt $(PEERS_VENV)/requirements.txt || \
+	  ! $(PEERS_PY) -c 'import importlib.util as u; assert u.find_spec("mem0") and u.find_spec("mcp_memory_service")' 2>/dev/null; then \
+	  rm -rf $(PEERS_VENV) && /usr/bin/python3 -m venv $(PEERS_VENV) && \
+	  $(PEERS_VENV)/bin/pip install -q --only-binary :all: -r bench/peers/requirements.txt && \
+	  cp bench/peers/requirements.txt $(PEERS_VENV)/requirements.txt; fi
+	@if [ -z "$$MCP_MEMORY_BINARY" ]; then cargo build --release --features postgres --bin mcp-memory; fi
+	@# A PostgreSQL of its own (PG_STATE), so a `make bench` running meanwhile keeps its own.
+	PG_STATE=$${PG_STATE:-/tmp/mcp-memory-pg-peers} bash scripts/with-postgres.sh sh -c '\
+	  nice -n 19 $(PEERS_PY) bench/peers/run.py seed && $(PEERS_PY) bench/peers/run.py measure'
