@@ -344,6 +344,17 @@ mod tests {
         }
     }
 
+    /// Deterministic pseudo-random numbers from `seed`, any bits.
+    fn numbers(seed: u64) -> impl FnMut() -> u32 {
+        let mut state = seed;
+        move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) as u32
+        }
+    }
+
     proptest::proptest! {
         /// Every kernel this CPU has gives the portable sums to the last bit, at every width
         /// (each kernel has its own tail), on any values.
@@ -353,11 +364,7 @@ mod tests {
             rows in 0usize..5,
             seed in proptest::prelude::any::<u64>(),
         ) {
-            let mut state = seed;
-            let mut next = move || {
-                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                (state >> 33) as u32
-            };
+            let mut next = numbers(seed);
             let values: Vec<i8> = (0..rows * width).map(|_| next() as i8).collect();
             let query: Vec<i16> = (0..width).map(|_| next() as i16).collect();
             let mut portable = Vec::new();
@@ -376,15 +383,11 @@ mod tests {
         #[test]
         fn a_shared_pass_gives_each_query_its_own_sums(
             width in 1usize..100,
-            rows in 0usize..700,
+            rows in 0usize..2000,
             queries in 1usize..5,
             seed in proptest::prelude::any::<u64>(),
         ) {
-            let mut state = seed;
-            let mut next = move || {
-                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                (state >> 33) as u32
-            };
+            let mut next = numbers(seed);
             let values: Vec<i8> = (0..rows * width).map(|_| next() as i8).collect();
             let queries: Vec<Vec<i16>> = (0..queries)
                 .map(|_| (0..width).map(|_| next() as i16).collect())
