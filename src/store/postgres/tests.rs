@@ -39,10 +39,15 @@ async fn fresh_database() -> String {
     format!("{base}/{name}")
 }
 
-async fn fresh() -> PostgresStore {
-    PostgresStore::open(&fresh_database().await, &suite::model(8), &SETTINGS)
+/// A store of the tests' model (width 8) on the database at `url`.
+async fn opened(url: &str) -> PostgresStore {
+    PostgresStore::open(url, &suite::model(8), &SETTINGS)
         .await
         .unwrap()
+}
+
+async fn fresh() -> PostgresStore {
+    opened(&fresh_database().await).await
 }
 
 #[tokio::test]
@@ -130,9 +135,7 @@ async fn a_write_waits_for_a_reembedding_switch() {
 async fn a_switch_and_a_write_under_way_both_finish() {
     use crate::store::reembed::{Reembedding, Switched};
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let store = opened(&url).await;
     let fact = |content: &str, at| note(content, at, Scope::Project, None);
     let kept = store_one(&store, "acme", fact("kept", T0), &direction(0, 0.0)).await;
     for i in 1..8 {
@@ -194,17 +197,9 @@ async fn a_switch_and_a_write_under_way_both_finish() {
 #[tokio::test]
 async fn concurrent_identical_remembers_store_one_memory() {
     let url = fresh_database().await;
-    let store = Arc::new(
-        PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-            .await
-            .unwrap(),
-    );
+    let store = Arc::new(opened(&url).await);
     // Separate pools stand for separate replicas.
-    let other = Arc::new(
-        PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-            .await
-            .unwrap(),
-    );
+    let other = Arc::new(opened(&url).await);
     let mut writers = tokio::task::JoinSet::new();
     for i in 0..8 {
         let store = if i % 2 == 0 {
@@ -270,9 +265,7 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
         2
     );
     // Opening again changes nothing.
-    let c = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let c = opened(&url).await;
     assert_eq!(
         c.list(&tenant("acme"), &seen_from(None), None, None, 10)
             .await
@@ -285,9 +278,7 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
 #[tokio::test]
 async fn stored_vectors_of_another_width_are_refused_untouched() {
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let store = opened(&url).await;
     store_one(
         &store,
         "acme",
@@ -319,9 +310,7 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
         !err.contains("postgres@"),
         "the URL's user must not leak: {err}"
     );
-    let again = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let again = opened(&url).await;
     assert_eq!(
         again
             .list(&tenant("acme"), &seen_from(None), None, None, 10)
@@ -380,9 +369,7 @@ async fn an_unreachable_database_is_named_without_credentials() {
 #[tokio::test]
 async fn a_dropped_connection_is_an_error_and_the_next_request_works() {
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let store = opened(&url).await;
     let kept = store_one(
         &store,
         "acme",
@@ -454,9 +441,7 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
         sqlx::query(&statement).execute(&mut db).await.unwrap();
     }
 
-    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let store = opened(&url).await;
     let acme = store
         .list(&tenant("acme"), &seen_from(Some("chat:1")), None, None, 10)
         .await
@@ -529,9 +514,7 @@ async fn a_v08_database_is_migrated_with_every_memory_and_its_counters() {
     .unwrap();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     // A second boot finds the native table and migrates nothing.
-    PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    opened(&url).await;
     assert_eq!(
         store
             .count_by_type(&tenant("acme"), &seen_from(Some("chat:1")))
@@ -580,12 +563,8 @@ async fn found(store: &PostgresStore, word: &str) -> (Vec<String>, Vec<String>) 
 #[tokio::test]
 async fn searches_see_every_replicas_writes_and_an_operators_sql() {
     let url = fresh_database().await;
-    let a = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
-    let b = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let a = opened(&url).await;
+    let b = opened(&url).await;
     let redis = note("the cache is redis", T0, Scope::Project, None);
     let redis = store_one(&a, "acme", redis, &direction(0, 0.0)).await;
     // Both replicas hold an index of acme now.
@@ -703,12 +682,8 @@ fn builds(store: &PostgresStore) -> (u64, u64) {
 #[tokio::test]
 async fn a_replica_catches_up_with_another_ones_writes_instead_of_rebuilding() {
     let url = fresh_database().await;
-    let a = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
-    let b = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let a = opened(&url).await;
+    let b = opened(&url).await;
     let (acme, everyone) = (tenant("acme"), seen_from(None));
     let redis = note("the cache is redis", T0, Scope::Project, None);
     let redis = store_one(&a, "acme", redis, &direction(0, 0.0)).await;
@@ -785,9 +760,7 @@ async fn a_replica_catches_up_with_another_ones_writes_instead_of_rebuilding() {
 #[tokio::test]
 async fn the_change_log_stays_bounded() {
     let url = fresh_database().await;
-    let store = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
-        .await
-        .unwrap();
+    let store = opened(&url).await;
     store_one(
         &store,
         "acme",
