@@ -388,6 +388,7 @@ impl Bench {
         // The first boot indexes a seeded SQLite file's words; the one measured is the next.
         Server::start(&env, &self.client).await.stop();
         let server = Server::start(&env, &self.client).await;
+        let idle_anon = server.anon_mib();
         // The first recall of a tenant builds its in-memory index from the store.
         let cold = std::time::Instant::now();
         drive::call(
@@ -402,6 +403,21 @@ impl Bench {
         let first_recall_ms = cold.elapsed().as_secs_f64() * 1000.0;
         // The build's peak shows whether it streams (no spike above what it then holds).
         let (built_rss, build_peak) = (server.rss_mib(), server.peak_rss_mib());
+        // What a memory costs the index: the heap it grew (anonymous memory, which only an
+        // out-of-memory kill gives back) and the vector files it mapped (page cache).
+        let memories = (shape.tenants * shape.per_tenant) as f64;
+        let heap_kib = (server.anon_mib() - idle_anon) * 1024.0 / memories;
+        let gauge = |name| resident::gauge(&self.client, &server.url, name);
+        let (index_bytes, mapped_bytes) = (
+            gauge("mcp_memory_index_bytes").await,
+            gauge("mcp_memory_index_mapped_bytes").await,
+        );
+        let index = json!({
+            "rss_anon_kib_per_memory": heap_kib,
+            "rss_file_mib": server.file_mib(),
+            "gauge_kib_per_memory": index_bytes / 1024.0 / memories,
+            "mapped_kib_per_memory": mapped_bytes / 1024.0 / memories,
+        });
         let embedder = if model.is_some() {
             "local model"
         } else {
@@ -416,6 +432,12 @@ impl Bench {
             server.startup.as_secs_f64() * 1000.0,
             built_rss,
             build_peak
+        );
+        println!(
+            "index per memory: heap {heap_kib:.2} KiB (RssAnon grown), gauge {:.2} KiB, mapped {:.2} KiB; RssFile {:.1} MiB\n",
+            index["gauge_kib_per_memory"].as_f64().unwrap_or(f64::NAN),
+            index["mapped_kib_per_memory"].as_f64().unwrap_or(f64::NAN),
+            server.file_mib()
         );
         println!(
             "| mix | clients | req/s | recall p50/p95/p99 ms | remember p50/p95/p99 ms | CPU ms/req | RSS MiB before → peak | recall p50 ÷ scan | errors |"
@@ -474,6 +496,7 @@ impl Bench {
                 );
                 row["first_recall_ms"] = json!(first_recall_ms);
                 row["build_peak_rss_mib"] = json!(build_peak);
+                row["index"] = index.clone();
                 self.results.push(row);
             }
         }

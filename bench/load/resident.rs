@@ -46,7 +46,7 @@ const CASES: [Case; 4] = [
 ];
 
 /// A gauge of `/metrics`.
-async fn gauge(client: &reqwest::Client, url: &str, name: &str) -> f64 {
+pub async fn gauge(client: &reqwest::Client, url: &str, name: &str) -> f64 {
     let text = client
         .get(format!("{url}/metrics"))
         .send()

@@ -59,7 +59,7 @@ pub fn sqlite(path: &std::path::Path, rows: impl Iterator<Item = Row>, width: us
                 name: "bench:seed".into(),
                 dimension: width,
             },
-            mcp_memory::search::cache::BUDGET_BYTES,
+            &mcp_memory::search::cache::Indexing::IN_MEMORY,
         )
         .unwrap(),
     );

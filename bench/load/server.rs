@@ -74,6 +74,16 @@ impl Server {
         self.status_mib("VmHWM:")
     }
 
+    /// Resident anonymous memory (the heap's, which the kernel cannot drop), in MiB.
+    pub fn anon_mib(&self) -> f64 {
+        self.status_mib("RssAnon:")
+    }
+
+    /// Resident pages of mapped files (the index's vector files among them), in MiB.
+    pub fn file_mib(&self) -> f64 {
+        self.status_mib("RssFile:")
+    }
+
     fn status_mib(&self, field: &str) -> f64 {
         self.proc_file("status")
             .lines()

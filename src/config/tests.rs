@@ -464,3 +464,27 @@ fn the_knowledge_base_id_is_checked() {
     assert!(err.starts_with("KNOWLEDGE_BASE_ID must be"), "{err}");
     assert!(with(&[]).unwrap().knowledge_base.is_none());
 }
+
+/// Where a large tenant's exact vectors go: beside the SQLite file unless a directory is
+/// named, or the heap for `memory`.
+#[cfg(feature = "sqlite")]
+#[test]
+fn index_vectors_go_beside_the_file_unless_told_otherwise() {
+    use crate::search::VectorHome;
+    let home = |pairs: &[(&str, &str)]| match load(pairs).unwrap().store {
+        store::Settings::Sqlite { indexing, .. } => indexing.vectors,
+        #[allow(unreachable_patterns)]
+        _ => panic!("not the SQLite store"),
+    };
+    let files = |dir: &str, chosen| VectorHome::Files {
+        dir: dir.into(),
+        chosen,
+    };
+    assert_eq!(home(&BASE), files("/tmp", false));
+    let relative = [&BASE[1..], &[("DATABASE_URL", "sqlite:memory.db")]].concat();
+    assert_eq!(home(&relative), files(".", false));
+    let named = [&BASE[..], &[("INDEX_VECTORS_DIR", "/var/cache/mcp")]].concat();
+    assert_eq!(home(&named), files("/var/cache/mcp", true));
+    let heap = [&BASE[..], &[("INDEX_VECTORS_DIR", "memory")]].concat();
+    assert_eq!(home(&heap), VectorHome::Memory);
+}

@@ -174,6 +174,12 @@ impl Metrics {
                     usage.bytes as u64,
                 ),
                 (
+                    "index_mapped_bytes",
+                    "gauge",
+                    "What they keep in mapped files besides (large tenants' exact vectors, INDEX_VECTORS_DIR): page cache the kernel may reclaim, not heap.",
+                    usage.mapped as u64,
+                ),
+                (
                     "index_budget_bytes",
                     "gauge",
                     "What they may weigh together (INDEX_BUDGET_MB).",

@@ -13,9 +13,31 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
 
+use super::exact::{VectorFiles, VectorHome};
+
 /// The memory the indexes may hold together unless `INDEX_BUDGET_MB` says otherwise: about
 /// 150,000 memories at width 384. A tenant larger than the budget is still indexed, alone.
 pub const BUDGET_BYTES: usize = 512 << 20;
+
+/// How a store keeps its tenants' indexes: what they may weigh together on the heap
+/// (`INDEX_BUDGET_MB`), and where a large tenant's exact vectors go (`INDEX_VECTORS_DIR`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Indexing {
+    pub budget: usize,
+    pub vectors: VectorHome,
+    /// An index whose exact vectors reach this many bytes moves them to a file
+    /// (`exact::FROM_BYTES`; tests map from the first vector).
+    pub map_from: usize,
+}
+
+impl Indexing {
+    /// The default budget, every vector on the heap.
+    pub const IN_MEMORY: Indexing = Indexing {
+        budget: BUDGET_BYTES,
+        vectors: VectorHome::Memory,
+        map_from: super::exact::FROM_BYTES,
+    };
+}
 
 /// An index weighing more than this is searched on a blocking thread; a lighter one is
 /// searched where the request runs. Below it a scan takes less than about 0.2 ms here, and
@@ -68,6 +90,8 @@ pub struct Usage {
     pub tenants: usize,
     pub bytes: usize,
     pub budget: usize,
+    /// What they keep in mapped files besides (`exact.rs`): the page cache's, not the heap's.
+    pub mapped: usize,
     /// Indexes built from the store since the process started.
     pub builds: u64,
     /// Indexes brought up to date with another process's writes instead.
@@ -164,6 +188,7 @@ impl<T> Slot<T> {
 pub struct TenantCache<T> {
     state: Mutex<State<T>>,
     budget: usize,
+    files: VectorFiles,
     builds: AtomicU64,
     catch_ups: AtomicU64,
 }
@@ -181,8 +206,22 @@ struct Held<T> {
 }
 
 impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
-    /// A cache whose indexes hold at most `budget` bytes together.
+    /// A cache whose indexes hold at most `budget` bytes together, every vector on the heap.
+    #[cfg(test)]
     pub fn new(budget: usize) -> TenantCache<T> {
+        TenantCache::with_files(budget, VectorFiles::heap())
+    }
+
+    /// The cache `indexing` describes; an error if the directory it chose for vectors
+    /// cannot hold a file.
+    pub fn open(indexing: &Indexing) -> std::io::Result<TenantCache<T>> {
+        Ok(TenantCache::with_files(
+            indexing.budget,
+            VectorFiles::open(&indexing.vectors, indexing.map_from)?,
+        ))
+    }
+
+    fn with_files(budget: usize, files: VectorFiles) -> TenantCache<T> {
         TenantCache {
             state: Mutex::new(State {
                 tenants: HashMap::new(),
@@ -190,6 +229,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
                 uses: 0,
             }),
             budget,
+            files,
             builds: AtomicU64::new(0),
             catch_ups: AtomicU64::new(0),
         }
@@ -206,9 +246,15 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             tenants: state.tenants.len(),
             bytes: state.total,
             budget: self.budget,
+            mapped: self.files.mapped_bytes(),
             builds: self.builds.load(Ordering::Relaxed),
             catch_ups: self.catch_ups.load(Ordering::Relaxed),
         }
+    }
+
+    /// Where the indexes built for this cache keep their exact vectors.
+    pub fn files(&self) -> &VectorFiles {
+        &self.files
     }
 
     /// The tenant's slot, empty if this process holds no index of it.

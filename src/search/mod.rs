@@ -10,6 +10,7 @@
 pub mod audiences;
 pub mod bm25;
 pub mod cache;
+pub mod exact;
 mod passes;
 pub mod postings;
 pub mod scan;
@@ -23,6 +24,7 @@ use audiences::Audiences;
 use postings::Postings;
 use vectors::Vectors;
 
+pub use exact::{VectorFiles, VectorHome};
 pub use terms::{query_terms, terms};
 pub use vectors::cosine;
 
@@ -92,11 +94,12 @@ pub struct SearchIndex {
 }
 
 impl SearchIndex {
-    pub fn new(width: usize) -> SearchIndex {
+    /// An empty index of vectors `width` wide, whose exact vectors go where `files` says.
+    pub fn new(width: usize, files: &VectorFiles) -> SearchIndex {
         SearchIndex {
             ids: Vec::new(),
             positions: HashMap::new(),
-            vectors: Vectors::new(width),
+            vectors: Vectors::new(width, files),
             postings: Postings::default(),
             audiences: Audiences::default(),
             id_bytes: 0,
@@ -227,9 +230,11 @@ impl SearchIndex {
             .collect()
     }
 
-    /// Roughly what the index holds, in bytes, for the cache's budget.
+    /// Roughly what the index holds on the heap, in bytes, for the cache's budget: exact
+    /// vectors in a mapped file are the page cache's (`exact.rs`).
     pub fn bytes(&self) -> usize {
-        self.vectors.values() * 5
+        self.vectors.values()
+            + self.vectors.exact_heap_bytes()
             + self.len() * PER_MEMORY
             + self.audiences.expiring() * PER_EXPIRY
             + self.id_bytes
@@ -251,7 +256,8 @@ impl SearchIndex {
     /// `bytes` counted the long way, to check the running count.
     fn recount(&self) -> usize {
         let ids: usize = self.ids.iter().map(|id| id_bytes(id)).sum();
-        self.vectors.values() * 5
+        self.vectors.values()
+            + self.vectors.exact_heap_bytes()
             + self.len() * PER_MEMORY
             + self.audiences.expiring() * PER_EXPIRY
             + ids
@@ -317,7 +323,7 @@ mod tests {
     ];
 
     fn indexed(notes: &[&str]) -> SearchIndex {
-        let mut index = SearchIndex::new(2);
+        let mut index = SearchIndex::new(2, &VectorFiles::heap());
         for (i, note) in notes.iter().enumerate() {
             let id = format!("m{i}");
             index.push(entry(&id), &[1.0, i as f32], &keywords::terms(note));
@@ -382,11 +388,25 @@ mod tests {
         }
     }
 
+    /// Exact vectors on the heap, or every one of them in a mapped file.
+    fn files(mapped: bool) -> VectorFiles {
+        if mapped {
+            VectorFiles::in_dir(std::env::temp_dir(), 0)
+        } else {
+            VectorFiles::heap()
+        }
+    }
+
     #[test]
     fn nearest_is_the_exact_top_k_by_cosine() {
+        nearest_is_exact(false);
+        nearest_is_exact(true);
+    }
+
+    fn nearest_is_exact(mapped: bool) {
         let width = 48;
         let mut next = noise(7);
-        let mut index = SearchIndex::new(width);
+        let mut index = SearchIndex::new(width, &files(mapped));
         let mut stored: Vec<(String, Vec<f32>, bool)> = Vec::new();
         let base: Vec<f32> = (0..width).map(|_| next()).collect();
         for i in 0..600 {
@@ -451,7 +471,7 @@ mod tests {
 
     #[test]
     fn conversation_notes_count_and_match_only_in_their_conversation() {
-        let mut index = SearchIndex::new(2);
+        let mut index = SearchIndex::new(2, &VectorFiles::heap());
         index.push(entry("p"), &[1.0, 0.0], &keywords::terms("redis on 6380"));
         index.push(
             Entry {
@@ -521,8 +541,9 @@ mod tests {
             asked in proptest::collection::vec(0usize..8, 1..3),
             viewer in 0u8..3,
             k in 1usize..8,
+            mapped: bool,
         ) {
-            let mut index = SearchIndex::new(4);
+            let mut index = SearchIndex::new(4, &files(mapped));
             let mut held: Vec<(String, Generated)> = Vec::new();
             for (i, memory) in memories.into_iter().enumerate() {
                 let id = format!("m{i:02}");

@@ -1,19 +1,20 @@
 //! A tenant's vectors, end to end, for an exact nearest-neighbour search: each is kept in
-//! f32 for the similarity a caller sees, and again as 8-bit integers for the scan
-//! (`scan.rs`). The scan gives every memory an interval its exact cosine lies in; only the
+//! f32 for the similarity a caller sees (`exact.rs`: in a mapped file once a tenant is
+//! large), and again as 8-bit integers for the scan (`scan.rs`). The scan gives every memory an interval its exact cosine lies in; only the
 //! memories whose interval reaches the k-th best lower end can be among the k nearest, and
 //! only they are scored exactly, so the answer is the exact top k.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use super::exact::{Exact, VectorFiles};
 use super::passes::Passes;
 use super::{Nearest, Position, scan};
 
 pub struct Vectors {
     width: usize,
     /// Exact, for the similarity a caller sees.
-    exact: Vec<f32>,
+    exact: Exact,
     /// The same as 8-bit integers, which a scan reads (`scan::Coarse`).
     coarse: Vec<i8>,
     /// What turns a coarse dot product into a cosine times the query's norm: the vector's
@@ -29,10 +30,10 @@ pub struct Vectors {
 }
 
 impl Vectors {
-    pub fn new(width: usize) -> Vectors {
+    pub fn new(width: usize, files: &VectorFiles) -> Vectors {
         Vectors {
             width,
-            exact: Vec::new(),
+            exact: Exact::new(files.clone()),
             coarse: Vec::new(),
             units: Vec::new(),
             norms: Vec::new(),
@@ -47,13 +48,15 @@ impl Vectors {
         self.exact.len()
     }
 
+    /// What the exact values take on the heap: none once they are in a file.
+    pub fn exact_heap_bytes(&self) -> usize {
+        self.exact.heap_bytes()
+    }
+
     /// Adds a vector at the end. One of another width cannot be compared: it takes its
     /// slot, padded or cut, with norm 0, which scores 0 as `cosine` does.
     pub fn push(&mut self, vector: &[f32]) {
-        let start = self.exact.len();
-        self.exact.extend(vector.iter().take(self.width));
-        self.exact.resize(start + self.width, 0.0);
-        let stored = &self.exact[start..];
+        let stored = self.exact.push_row(vector, self.width);
         let comparable = vector.len() == self.width;
         let sum = squares(stored);
         let length = sum.sqrt();
@@ -73,15 +76,11 @@ impl Vectors {
     /// Removes the vector at `gone`; the last one (at `last`) takes its place.
     pub fn swap_remove(&mut self, gone: Position, last: Position) {
         let (gone, last) = (gone.index(), last.index());
+        self.exact.swap_remove_row(gone, last, self.width);
         if gone != last {
-            let (from, to) = (
-                last * self.width..(last + 1) * self.width,
-                gone * self.width,
-            );
-            self.exact.copy_within(from.clone(), to);
-            self.coarse.copy_within(from, to);
+            let from = last * self.width..(last + 1) * self.width;
+            self.coarse.copy_within(from, gone * self.width);
         }
-        self.exact.truncate(last * self.width);
         self.coarse.truncate(last * self.width);
         self.units.swap_remove(gone);
         self.norms.swap_remove(gone);

@@ -257,12 +257,8 @@ pub async fn open(settings: &Settings, model: &Model) -> Result<Arc<dyn MemorySt
         #[cfg(feature = "sqlite")]
         Settings::Sqlite {
             ref path,
-            index_budget,
-        } => Ok(Arc::new(sqlite::SqliteStore::open(
-            path,
-            model,
-            index_budget,
-        )?)),
+            ref indexing,
+        } => Ok(Arc::new(sqlite::SqliteStore::open(path, model, indexing)?)),
         #[cfg(feature = "postgres")]
         Settings::Postgres { ref url, ref pool } => Ok(Arc::new(
             postgres::PostgresStore::open(url, model, pool).await?,

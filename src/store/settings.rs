@@ -3,8 +3,11 @@
 //! build without its store refuses it by name.
 
 #[cfg(feature = "sqlite")]
+use std::path::Path;
 use std::path::PathBuf;
 
+use crate::search::VectorHome;
+use crate::search::cache::Indexing;
 use crate::variables::{flag, positive, text};
 
 /// The store's variables as given, each validated on its own.
@@ -39,6 +42,12 @@ pub struct Variables {
         default_value = "512"
     )]
     pub index_budget_mb: usize,
+    /// where a large tenant's index keeps its exact vectors (SQLite and PostgreSQL): an
+    /// unnamed file each, which the process maps and the kernel may page out under memory
+    /// pressure; `memory` keeps them on the heap [default: the SQLite file's directory, or
+    /// the temp directory]
+    #[arg(long, env = "INDEX_VECTORS_DIR", value_parser = text)]
+    pub index_vectors_dir: Option<String>,
     /// how often expired memories are deleted, in seconds (they are invisible from the
     /// moment they expire either way)
     #[arg(
@@ -81,7 +90,7 @@ pub struct Variables {
 /// The store chosen.
 pub enum Settings {
     #[cfg(feature = "sqlite")]
-    Sqlite { path: PathBuf, index_budget: usize },
+    Sqlite { path: PathBuf, indexing: Indexing },
     /// The URL holds credentials: never print it.
     #[cfg(feature = "postgres")]
     Postgres {
@@ -139,9 +148,10 @@ impl Variables {
                        STATE_BUCKET for S3";
         #[cfg(feature = "sqlite")]
         if let Some(dir) = crate::variables::data_dir() {
+            let path = dir.join("memory.db");
             return Ok(Settings::Sqlite {
-                path: dir.join("memory.db"),
-                index_budget: self.index_budget(),
+                indexing: self.indexing(beside(&path)),
+                path,
             });
         }
         Err(nothing.into())
@@ -153,10 +163,25 @@ impl Variables {
         self.database_url.is_none() && (self.vector_bucket.is_some() || self.state_bucket.is_some())
     }
 
-    /// `INDEX_BUDGET_MB` in bytes.
+    /// `INDEX_BUDGET_MB` in bytes, and `INDEX_VECTORS_DIR` or else `default`.
     #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    fn index_budget(&self) -> usize {
-        self.index_budget_mb.saturating_mul(1 << 20)
+    fn indexing(&self, default: PathBuf) -> Indexing {
+        let vectors = match self.index_vectors_dir.as_deref() {
+            Some("memory") => VectorHome::Memory,
+            Some(dir) => VectorHome::Files {
+                dir: dir.into(),
+                chosen: true,
+            },
+            None => VectorHome::Files {
+                dir: default,
+                chosen: false,
+            },
+        };
+        Indexing {
+            budget: self.index_budget_mb.saturating_mul(1 << 20),
+            vectors,
+            map_from: crate::search::exact::FROM_BYTES,
+        }
     }
 
     fn database(self, url: String) -> Result<Settings, String> {
@@ -169,8 +194,8 @@ impl Variables {
             }
             #[cfg(feature = "sqlite")]
             return Ok(Settings::Sqlite {
+                indexing: self.indexing(beside(Path::new(path))),
                 path: PathBuf::from(path),
-                index_budget: self.index_budget(),
             });
             #[cfg(not(feature = "sqlite"))]
             return Err(crate::variables::unavailable(
@@ -202,7 +227,7 @@ impl Variables {
                     pool: super::postgres::PoolSettings {
                         max_connections,
                         statement_timeout_ms: self.database_statement_timeout_ms as u64,
-                        index_budget: self.index_budget(),
+                        indexing: self.indexing(std::env::temp_dir()),
                     },
                 })
             }
@@ -256,6 +281,15 @@ impl Variables {
                 ))
             }
         }
+    }
+}
+
+/// The directory of the SQLite file at `path`, where its vector files go by default.
+#[cfg(feature = "sqlite")]
+fn beside(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => PathBuf::from("."),
     }
 }
 

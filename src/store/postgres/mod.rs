@@ -28,7 +28,7 @@ use crate::dedup;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
 };
-use crate::search::cache::{self, Slot, TenantCache, Version};
+use crate::search::cache::{self, Indexing, Slot, TenantCache, Version};
 use crate::search::{self, Entry, Found, Query, SearchIndex};
 use versions::Database;
 
@@ -91,8 +91,8 @@ const COLUMNS: &str = "id, content, memory_type, category, tags, \
 pub struct PoolSettings {
     pub max_connections: u32,
     pub statement_timeout_ms: u64,
-    /// What the tenants' indexes may hold together in this process, in bytes.
-    pub index_budget: usize,
+    /// How the tenants' indexes are kept in this process.
+    pub indexing: Indexing,
 }
 
 pub struct PostgresStore {
@@ -227,18 +227,23 @@ impl PostgresStore {
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
+        let indexes: TenantCache<SearchIndex> =
+            TenantCache::open(&settings.indexing).map_err(|e| {
+                StoreError::unavailable("INDEX_VECTORS_DIR cannot hold the index's vector files", e)
+            })?;
         let (pool, location) = connect(url, settings).await?;
         let store = PostgresStore {
             database: Database {
                 pool: pool.clone(),
                 model: model.clone(),
                 location: format!("the database {location}"),
+                files: indexes.files().clone(),
             },
             pool,
             location,
             width: dimension,
             recorded: std::sync::atomic::AtomicBool::new(false),
-            indexes: TenantCache::new(settings.index_budget),
+            indexes,
         };
         if let Err(e) = store.ensure_schema(dimension).await {
             store.pool.close().await;
@@ -569,7 +574,8 @@ impl MemoryStore for PostgresStore {
         }
         let dedup_scope = &visibility.for_dedup(memory.scope);
         if !slot.shows(from) {
-            let index = versions::load(&mut *write.tx, tenant.as_str(), self.width)
+            let files = self.indexes.files();
+            let index = versions::load(&mut *write.tx, tenant.as_str(), self.width, files)
                 .await
                 .map_err(failed)?;
             self.indexes.install(tenant.as_str(), &slot, from, index);

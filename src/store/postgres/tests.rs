@@ -9,13 +9,15 @@ use sqlx::postgres::PgConnection;
 
 use super::{PoolSettings, PostgresStore};
 use crate::memory::{MemoryType, Scope};
+use crate::search::VectorHome;
+use crate::search::cache::Indexing;
 use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
 use crate::store::{MemoryStore, Remembered};
 
 const SETTINGS: PoolSettings = PoolSettings {
     max_connections: 4,
     statement_timeout_ms: 10_000,
-    index_budget: crate::search::cache::BUDGET_BYTES,
+    indexing: Indexing::IN_MEMORY,
 };
 
 fn server_url() -> String {
@@ -41,7 +43,19 @@ async fn fresh_database() -> String {
 
 /// A store of the tests' model (width 8) on the database at `url`.
 async fn opened(url: &str) -> PostgresStore {
-    PostgresStore::open(url, &suite::model(8), &SETTINGS)
+    // Every exact vector in a mapped file, as a large tenant's are.
+    let mapped = PoolSettings {
+        indexing: Indexing {
+            vectors: VectorHome::Files {
+                dir: std::env::temp_dir(),
+                chosen: true,
+            },
+            map_from: 0,
+            ..Indexing::IN_MEMORY
+        },
+        ..SETTINGS
+    };
+    PostgresStore::open(url, &suite::model(8), &mapped)
         .await
         .unwrap()
 }

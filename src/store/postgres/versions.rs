@@ -25,7 +25,7 @@ use sqlx::{PgExecutor, Row};
 use super::failed;
 use crate::memory::{Model, Scope};
 use crate::search::cache::{Coherence, Version};
-use crate::search::{self, Entry, SearchIndex};
+use crate::search::{self, Entry, SearchIndex, VectorFiles};
 use crate::store::StoreError;
 
 /// How many of a tenant's latest versions the change log keeps: an index further behind
@@ -144,10 +144,11 @@ pub(super) async fn load<'e>(
     executor: impl PgExecutor<'e>,
     tenant: &str,
     width: usize,
+    files: &VectorFiles,
 ) -> Result<SearchIndex, sqlx::Error> {
     let statement = format!("SELECT {INDEXED} FROM memories WHERE tenant_id = $1");
     let mut rows = sqlx::query(&statement).bind(tenant).fetch(executor);
-    let mut index = SearchIndex::new(width);
+    let mut index = SearchIndex::new(width, files);
     while let Some(row) = rows.try_next().await? {
         Indexed::read(&row)?.push(&mut index);
     }
@@ -261,6 +262,8 @@ pub(super) struct Database {
     pub model: Model,
     /// The database, as a refusal names it.
     pub location: String,
+    /// Where the indexes built from it keep their exact vectors.
+    pub files: VectorFiles,
 }
 
 impl Database {
@@ -295,7 +298,7 @@ impl Coherence for Database {
 
     async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
         let (mut tx, version) = self.snapshot(tenant).await?;
-        let index = load(&mut *tx, tenant, self.model.dimension)
+        let index = load(&mut *tx, tenant, self.model.dimension, &self.files)
             .await
             .map_err(failed)?;
         tx.commit().await.map_err(failed)?;

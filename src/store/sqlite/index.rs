@@ -18,7 +18,7 @@ use super::uses::{self, Pending};
 use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
-use crate::search::{self, Entry, Found, Query, SearchIndex};
+use crate::search::{self, Entry, Found, Query, SearchIndex, VectorFiles};
 use crate::store::Matches;
 
 pub(super) struct TenantIndex {
@@ -65,15 +65,17 @@ impl Versions {
 }
 
 impl TenantIndex {
-    /// The tenant's index as the file holds it; `uses` is the version read before the rows.
+    /// The tenant's index as the file holds it; `uses` is the version read before the rows,
+    /// `files` where its exact vectors go once it is large.
     pub fn load(
         conn: &Connection,
         tenant: &str,
         width: usize,
         uses: Version,
+        files: &VectorFiles,
     ) -> rusqlite::Result<TenantIndex> {
         let mut index = TenantIndex {
-            search: SearchIndex::new(width),
+            search: SearchIndex::new(width, files),
             memories: Vec::new(),
             memory_bytes: 0,
             own_counts: Vec::new(),

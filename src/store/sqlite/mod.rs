@@ -26,7 +26,7 @@ use crate::dedup;
 use crate::memory::{
     Conversation, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
 };
-use crate::search::cache::{Interrupted, Slot, TenantCache};
+use crate::search::cache::{Indexing, Interrupted, Slot, TenantCache};
 use crate::search::{self, Query};
 
 type Indexes = TenantCache<TenantIndex>;
@@ -201,16 +201,16 @@ fn recorded_model(conn: &Connection) -> rusqlite::Result<Option<Model>> {
 impl SqliteStore {
     /// Opens (creating if missing) the file and its schema, and checks that stored vectors
     /// come from `model` (or, in a file from before models were recorded, have its width);
-    /// the tenants' indexes hold at most `index_budget` bytes together.
-    pub fn open(path: &Path, model: &Model, index_budget: usize) -> Result<Self, StoreError> {
-        Self::open_writing_uses(path, model, index_budget, uses::EVERY)
+    /// the tenants' indexes are kept as `indexing` says.
+    pub fn open(path: &Path, model: &Model, indexing: &Indexing) -> Result<Self, StoreError> {
+        Self::open_writing_uses(path, model, indexing, uses::EVERY)
     }
 
     /// `open`, its waiting uses written every `every`.
     fn open_writing_uses(
         path: &Path,
         model: &Model,
-        index_budget: usize,
+        indexing: &Indexing,
         every: std::time::Duration,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
@@ -233,9 +233,12 @@ impl SqliteStore {
                 configured: dimension,
             });
         }
+        let indexes = TenantCache::open(indexing).map_err(|e| {
+            StoreError::unavailable("INDEX_VECTORS_DIR cannot hold the index's vector files", e)
+        })?;
         let (conn, indexes, pending) = (
             Arc::new(Mutex::new(conn)),
-            Arc::new(TenantCache::new(index_budget)),
+            Arc::new(indexes),
             Arc::default(),
         );
         uses::start(&conn, &pending, &indexes, every);
@@ -312,7 +315,8 @@ fn current(
     let mut held = None;
     let slot = indexes.current(tenant, now.memories, || {
         check()?;
-        let index = TenantIndex::load(conn, tenant, width, now.uses).map_err(failed)?;
+        let index =
+            TenantIndex::load(conn, tenant, width, now.uses, indexes.files()).map_err(failed)?;
         let waiting = pending.lock();
         index.count_waiting(waiting.get(tenant));
         held = Some(waiting);
@@ -887,21 +891,95 @@ mod tests {
     use std::sync::Arc;
 
     use crate::memory::Scope;
-    use crate::search::cache::BUDGET_BYTES;
+    use crate::search::VectorHome;
+    use crate::search::cache::Indexing;
     use crate::store::MemoryStore;
     use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
 
+    const IN_MEMORY: &Indexing = &Indexing::IN_MEMORY;
+
+    /// A store in a new directory, whose indexes keep every exact vector in a mapped file.
     fn fresh() -> super::SqliteStore {
         let dir = tempfile::tempdir().unwrap();
+        let mapped = Indexing {
+            vectors: VectorHome::Files {
+                dir: dir.path().to_owned(),
+                chosen: true,
+            },
+            map_from: 0,
+            ..Indexing::IN_MEMORY
+        };
         let store = super::SqliteStore::open(
             &dir.path().join("nested/memory.db"),
             &suite::model(8),
-            BUDGET_BYTES,
+            &mapped,
         )
         .unwrap();
         // The file stays open; the directory may go once the store is built.
         std::mem::forget(dir);
         store
+    }
+
+    /// The suite runs with every exact vector in a mapped file (`fresh`); the file is
+    /// counted apart from the budget, the heap holds none of them, and a directory the
+    /// operator named that cannot hold a file refuses the start by its variable.
+    #[tokio::test]
+    async fn exact_vectors_go_to_a_mapped_file_or_the_start_is_refused() {
+        let store = fresh();
+        store_one(
+            &store,
+            "acme",
+            note("mapped", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        let query = crate::search::Query {
+            vector: &direction(0, 0.0),
+            terms: &[],
+            k: 1,
+        };
+        let found = (store
+            .search(&tenant("acme"), &seen_from(None), &query)
+            .await)
+            .unwrap();
+        assert_eq!(found.nearest[0].similarity, 1.0);
+        let usage = store.index_usage().unwrap();
+        assert!(usage.mapped >= 8 * 4, "{usage:?}");
+        // Eight values in a file: the index weighs only their 8-bit copy and the rest.
+        let heap = super::SqliteStore::open(
+            &tempfile::tempdir().unwrap().path().join("m.db"),
+            &suite::model(8),
+            IN_MEMORY,
+        )
+        .unwrap();
+        store_one(
+            &heap,
+            "acme",
+            note("heap", T0, Scope::Project, None),
+            &direction(0, 0.0),
+        )
+        .await;
+        (heap.search(&tenant("acme"), &seen_from(None), &query).await).unwrap();
+        let on_heap = heap.index_usage().unwrap();
+        assert_eq!(on_heap.mapped, 0);
+        assert!(usage.bytes < on_heap.bytes, "{usage:?} {on_heap:?}");
+
+        let unusable = Indexing {
+            vectors: VectorHome::Files {
+                dir: "/nonexistent/vectors".into(),
+                chosen: true,
+            },
+            ..Indexing::IN_MEMORY
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let refused =
+            super::SqliteStore::open(&dir.path().join("m.db"), &suite::model(8), &unusable)
+                .err()
+                .unwrap();
+        assert!(
+            refused.to_string().starts_with("INDEX_VECTORS_DIR"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]
@@ -921,7 +999,7 @@ mod tests {
         let path = dir.path().join("memory.db");
         suite::run_model_record(|model| {
             let path = path.clone();
-            async move { super::SqliteStore::open(&path, &model, BUDGET_BYTES) }
+            async move { super::SqliteStore::open(&path, &model, IN_MEMORY) }
         })
         .await;
     }
@@ -933,7 +1011,7 @@ mod tests {
         suite::run_reembed(
             |model| {
                 let path = path.clone();
-                async move { super::SqliteStore::open(&path, &model, BUDGET_BYTES) }
+                async move { super::SqliteStore::open(&path, &model, IN_MEMORY) }
             },
             || {
                 let path = path.clone();
@@ -956,17 +1034,17 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+            let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
             let m = note("kept", T0, Scope::Project, None);
             store_one(&store, "acme", m, &direction(0, 0.0)).await;
         });
-        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let listed = rt
             .block_on(store.list(&tenant("acme"), &seen_from(None), None, None, 5))
             .unwrap();
         assert_eq!(listed[0].content, "kept");
         let reopen = || {
-            super::SqliteStore::open(&path, &suite::model(16), BUDGET_BYTES)
+            super::SqliteStore::open(&path, &suite::model(16), IN_MEMORY)
                 .err()
                 .unwrap()
                 .to_string()
@@ -1019,8 +1097,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
         let (a, b) = (
-            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
-            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
         );
         store_one(
             &a,
@@ -1063,8 +1141,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
         let (a, b) = (
-            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
-            super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
+            super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
         );
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let used = store_one(
@@ -1120,7 +1198,7 @@ mod tests {
         // No timer writes while the test looks.
         let open = || {
             let hour = std::time::Duration::from_secs(3600);
-            super::SqliteStore::open_writing_uses(&path, &suite::model(8), BUDGET_BYTES, hour)
+            super::SqliteStore::open_writing_uses(&path, &suite::model(8), IN_MEMORY, hour)
         };
         let (a, b) = (open().unwrap(), open().unwrap());
         let (acme, everyone) = (tenant("acme"), seen_from(None));
@@ -1180,7 +1258,7 @@ mod tests {
     async fn waiting_uses_are_written_by_the_timer_and_a_crash_loses_only_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shared.db");
-        let open = || super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let open = || super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let (a, b) = (open(), open());
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let used = store_one(
@@ -1245,7 +1323,7 @@ mod tests {
                 .map(|_| {
                     let path = path.clone();
                     std::thread::spawn(move || {
-                        super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).map(|_| ())
+                        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).map(|_| ())
                     })
                 })
                 .collect();
@@ -1262,7 +1340,7 @@ mod tests {
     async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memory.db");
-        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let (acme, everyone) = (tenant("acme"), seen_from(None));
         let m = store_one(
             &store,
@@ -1292,7 +1370,7 @@ mod tests {
             (listed[0].access_count, listed[0].last_accessed_at),
             (4, Some(T0 + 50))
         );
-        let reopened = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
             .await
             .unwrap();
@@ -1340,7 +1418,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         old_file(&path);
-        let store = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let found = suite::keyword_hits(
             &store,
             &tenant("acme"),
@@ -1358,7 +1436,7 @@ mod tests {
         );
         // Indexed once: opening again adds nothing twice.
         drop(store);
-        let again = super::SqliteStore::open(&path, &suite::model(8), BUDGET_BYTES).unwrap();
+        let again = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let stored = store_one(
             &again,
             "acme",
