@@ -19,7 +19,7 @@
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use pgvector::Vector;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::{PgExecutor, Row};
 
 use super::failed;
@@ -137,23 +137,45 @@ pub(super) async fn lock_version<'e>(
 }
 
 /// Builds the tenant's index from its rows. Rows are indexed as they stream in, never all
-/// held at once. Vectors travel in pgvector's binary form (the `pgvector` crate's codec);
-/// terms are in the row, and a row an older release wrote without them is indexed from
-/// its content.
-pub(super) async fn load<'e>(
-    executor: impl PgExecutor<'e>,
+/// held at once, a page of `PAGE` by id at a time, in the caller's one snapshot: no
+/// statement of a large tenant's build runs into `DATABASE_STATEMENT_TIMEOUT_MS` (one
+/// statement for a million memories took longer than its default 10 s). Vectors travel in
+/// pgvector's binary form (the `pgvector` crate's codec); terms are in the row, and a row an
+/// older release wrote without them is indexed from its content.
+pub(super) async fn load(
+    conn: &mut PgConnection,
     tenant: &str,
     width: usize,
     files: &VectorFiles,
 ) -> Result<SearchIndex, sqlx::Error> {
-    let statement = format!("SELECT {INDEXED} FROM memories WHERE tenant_id = $1");
-    let mut rows = sqlx::query(&statement).bind(tenant).fetch(executor);
+    let statement = format!(
+        "SELECT {INDEXED} FROM memories WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT {PAGE}"
+    );
     let mut index = SearchIndex::new(width, files);
-    while let Some(row) = rows.try_next().await? {
-        Indexed::read(&row)?.push(&mut index);
+    // Every id is above the empty string.
+    let mut after = String::new();
+    loop {
+        let mut rows = sqlx::query(&statement)
+            .bind(tenant)
+            .bind(&after)
+            .fetch(&mut *conn);
+        let (mut read, mut last): (i64, _) = (0, None);
+        while let Some(row) = rows.try_next().await? {
+            let indexed = Indexed::read(&row)?;
+            indexed.push(&mut index);
+            (read, last) = (read + 1, Some(indexed.id));
+        }
+        drop(rows);
+        match last {
+            Some(id) if read == PAGE => after = id,
+            _ => return Ok(index),
+        }
     }
-    Ok(index)
 }
+
+/// Rows a build reads per statement: about a second's worth for a large tenant. The unit
+/// tests page every few rows, so the store suite builds its indexes across pages.
+const PAGE: i64 = if cfg!(test) { 3 } else { 50_000 };
 
 /// The columns `Indexed::read` reads, from `memories`.
 const INDEXED: &str = "id, scope, conversation, embedding, terms, \
