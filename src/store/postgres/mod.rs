@@ -575,7 +575,7 @@ impl MemoryStore for PostgresStore {
         let dedup_scope = &visibility.for_dedup(memory.scope);
         if !slot.shows(from) {
             let files = self.indexes.files();
-            let index = versions::load(&mut *write.tx, tenant.as_str(), self.width, files)
+            let index = versions::load(&mut write.tx, tenant.as_str(), self.width, files)
                 .await
                 .map_err(failed)?;
             self.indexes.install(tenant.as_str(), &slot, from, index);

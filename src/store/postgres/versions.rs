@@ -320,7 +320,7 @@ impl Coherence for Database {
 
     async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
         let (mut tx, version) = self.snapshot(tenant).await?;
-        let index = load(&mut *tx, tenant, self.model.dimension, &self.files)
+        let index = load(&mut tx, tenant, self.model.dimension, &self.files)
             .await
             .map_err(failed)?;
         tx.commit().await.map_err(failed)?;

@@ -925,44 +925,28 @@ mod tests {
     /// operator named that cannot hold a file refuses the start by its variable.
     #[tokio::test]
     async fn exact_vectors_go_to_a_mapped_file_or_the_start_is_refused() {
-        let store = fresh();
-        store_one(
-            &store,
-            "acme",
-            note("mapped", T0, Scope::Project, None),
-            &direction(0, 0.0),
-        )
-        .await;
-        let query = crate::search::Query {
-            vector: &direction(0, 0.0),
-            terms: &[],
-            k: 1,
-        };
-        let found = (store
-            .search(&tenant("acme"), &seen_from(None), &query)
-            .await)
-            .unwrap();
-        assert_eq!(found.nearest[0].similarity, 1.0);
-        let usage = store.index_usage().unwrap();
-        assert!(usage.mapped >= 8 * 4, "{usage:?}");
-        // Eight values in a file: the index weighs only their 8-bit copy and the rest.
-        let heap = super::SqliteStore::open(
-            &tempfile::tempdir().unwrap().path().join("m.db"),
-            &suite::model(8),
-            IN_MEMORY,
-        )
-        .unwrap();
-        store_one(
-            &heap,
-            "acme",
-            note("heap", T0, Scope::Project, None),
-            &direction(0, 0.0),
-        )
-        .await;
-        (heap.search(&tenant("acme"), &seen_from(None), &query).await).unwrap();
-        let on_heap = heap.index_usage().unwrap();
+        // One memory stored and found, exactly; what the store's indexes then hold.
+        async fn one_found(store: &super::SqliteStore) -> crate::search::cache::Usage {
+            let fact = note("one", T0, Scope::Project, None);
+            store_one(store, "acme", fact, &direction(0, 0.0)).await;
+            let query = crate::search::Query {
+                vector: &direction(0, 0.0),
+                terms: &[],
+                k: 1,
+            };
+            let (acme, everyone) = (tenant("acme"), seen_from(None));
+            let found = store.search(&acme, &everyone, &query).await.unwrap();
+            assert_eq!(found.nearest[0].similarity, 1.0);
+            store.index_usage().unwrap()
+        }
+        let mapped = one_found(&fresh()).await;
+        assert!(mapped.mapped >= 8 * 4, "{mapped:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let heap = super::SqliteStore::open(&dir.path().join("m.db"), &suite::model(8), IN_MEMORY);
+        let on_heap = one_found(&heap.unwrap()).await;
         assert_eq!(on_heap.mapped, 0);
-        assert!(usage.bytes < on_heap.bytes, "{usage:?} {on_heap:?}");
+        // Eight values in a file: the index weighs only their 8-bit copy and the rest.
+        assert!(mapped.bytes < on_heap.bytes, "{mapped:?} {on_heap:?}");
 
         let unusable = Indexing {
             vectors: VectorHome::Files {
@@ -971,9 +955,8 @@ mod tests {
             },
             ..Indexing::IN_MEMORY
         };
-        let dir = tempfile::tempdir().unwrap();
         let refused =
-            super::SqliteStore::open(&dir.path().join("m.db"), &suite::model(8), &unusable)
+            super::SqliteStore::open(&dir.path().join("n.db"), &suite::model(8), &unusable)
                 .err()
                 .unwrap();
         assert!(
