@@ -8,10 +8,12 @@
 //! (at 10k memories, 3.8 MB, it was up to 20 % slower per query; at 100k, 38 MB, over twice
 //! as fast with 4 or more queries sharing; BENCHMARKS.md, issue 21, item 7).
 //!
-//! No search waits to gather others: at most one pass per core runs at a time, and a query
-//! that arrives while every core is busy waits for the next free one, together with every
-//! other query that arrived meanwhile. Whichever waiting search sees a core free runs that
-//! pass for all of them. Alone, a search runs its own pass at once.
+//! No search waits to gather others: a pass takes every core no other pass is using (its
+//! rows cut between them, `scan::dot_all_shared_split`: one core alone draws less of the
+//! memory's bandwidth than two), and a query that arrives while every core is busy waits
+//! for the next free one, together with every other query that arrived meanwhile.
+//! Whichever waiting search sees a core free runs that pass for all of them. Alone, a
+//! search runs its own pass at once, on every core.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -67,15 +69,17 @@ impl Passes {
             }
             if state.running < cores() && !state.waiting.is_empty() {
                 let batch = std::mem::take(&mut state.waiting);
-                state.running += 1;
+                let threads = cores() - state.running;
+                state.running += threads;
                 state.passes += 1;
                 drop(state);
                 let mut pass = Pass {
                     passes: self,
                     tickets: batch.iter().map(|(ticket, _)| *ticket).collect(),
+                    threads,
                 };
                 let queries: Vec<&[i16]> = batch.iter().map(|(_, q)| q.as_slice()).collect();
-                let dots = scan::dot_all_shared(rows, &queries);
+                let dots = scan::dot_all_shared_split(rows, &queries, threads);
                 state = pass.finish(dots.into_iter().map(Some));
                 continue;
             }
@@ -95,12 +99,14 @@ impl Passes {
 struct Pass<'a> {
     passes: &'a Passes,
     tickets: Vec<u64>,
+    /// The cores it runs on.
+    threads: usize,
 }
 
 impl<'a> Pass<'a> {
     fn finish(&mut self, answers: impl Iterator<Item = Option<Vec<i32>>>) -> MutexGuard<'a, State> {
         let mut state = self.passes.lock();
-        state.running -= 1;
+        state.running -= self.threads;
         let tickets = std::mem::take(&mut self.tickets);
         state.done.extend(tickets.into_iter().zip(answers));
         self.passes.over.notify_all();
@@ -117,7 +123,7 @@ impl Drop for Pass<'_> {
     }
 }
 
-/// How many passes may run at once: one per core this process may use.
+/// The cores this process may use, which the passes share out.
 fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -204,8 +210,9 @@ mod tests {
         let mut pass = Pass {
             passes: &passes,
             tickets: vec![7],
+            threads: 2,
         };
-        passes.lock().running += 1;
+        passes.lock().running += 2;
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _held = &mut pass;
             panic!("a bug in a kernel");

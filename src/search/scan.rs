@@ -129,6 +129,36 @@ pub fn dot_all_shared(rows: &[i8], queries: &[&[i16]]) -> Vec<Vec<i32>> {
     dots
 }
 
+/// `dot_all_shared` with the rows cut into `threads` runs of whole rows, each on a thread of
+/// its own: a tenant that outgrows the caches is scanned at the speed of memory, and one
+/// core alone draws less of it than two (BENCHMARKS.md, issue 21, item 2). Every sum is
+/// `dot_all`'s: each row's is added up alone.
+pub fn dot_all_shared_split(rows: &[i8], queries: &[&[i16]], threads: usize) -> Vec<Vec<i32>> {
+    let width = queries.first().map_or(0, |q| q.len());
+    if threads < 2 || width == 0 || rows.len() < 2 * width {
+        return dot_all_shared(rows, queries);
+    }
+    let run = (rows.len() / width).div_ceil(threads) * width;
+    let mut runs = rows.chunks(run);
+    let first = runs.next().unwrap_or_default();
+    std::thread::scope(|scope| {
+        let others: Vec<_> = runs
+            .map(|rows| scope.spawn(move || dot_all_shared(rows, queries)))
+            .collect();
+        let mut dots = dot_all_shared(first, queries);
+        for other in others {
+            // A panic in a helper is the pass's own (`passes.rs` scans alone after it).
+            let more = other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            for (dots, more) in dots.iter_mut().zip(more) {
+                dots.extend(more);
+            }
+        }
+        dots
+    })
+}
+
 /// The ways to work out `dot_all`, each for the CPUs that have its instructions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kernel {
@@ -379,12 +409,14 @@ mod tests {
 
     proptest::proptest! {
         /// A shared pass gives each query `dot_all`'s sums, whatever the number of rows
-        /// against the pass's block and however many queries share it.
+        /// against the pass's block, however many queries share it, and however many
+        /// threads split it.
         #[test]
         fn a_shared_pass_gives_each_query_its_own_sums(
             width in 1usize..100,
             rows in 0usize..2000,
             queries in 1usize..5,
+            threads in 1usize..4,
             seed in proptest::prelude::any::<u64>(),
         ) {
             let mut next = numbers(seed);
@@ -393,7 +425,7 @@ mod tests {
                 .map(|_| (0..width).map(|_| next() as i16).collect())
                 .collect();
             let refs: Vec<&[i16]> = queries.iter().map(Vec::as_slice).collect();
-            let shared = dot_all_shared(&values, &refs);
+            let shared = dot_all_shared_split(&values, &refs, threads);
             proptest::prop_assert_eq!(shared.len(), queries.len());
             for (query, dots) in queries.iter().zip(&shared) {
                 let mut alone = Vec::new();
