@@ -50,6 +50,11 @@ pub const HAND_OFF_BYTES: usize = 32 << 20;
 pub trait Weigh {
     fn bytes(&self) -> usize;
     fn is_empty(&self) -> bool;
+    /// What a search of it reads, which decides where the search runs (`HAND_OFF_BYTES`):
+    /// more than `bytes` where part of the index is not on the heap.
+    fn searched_bytes(&self) -> usize {
+        self.bytes()
+    }
 }
 
 /// A store's version of what a tenant's index is built from: any change to it, by anyone,
@@ -106,6 +111,8 @@ pub struct Slot<T> {
     held: RwLock<Option<(Version, T)>>,
     /// What the index weighed when it was built.
     weight: std::sync::atomic::AtomicUsize,
+    /// Whether a search of it is heavy (`HAND_OFF_BYTES`), as of its last change.
+    heavy: std::sync::atomic::AtomicBool,
 }
 
 impl<T> Slot<T> {
@@ -114,6 +121,7 @@ impl<T> Slot<T> {
             writes: Arc::new(tokio::sync::Mutex::new(())),
             held: RwLock::new(None),
             weight: std::sync::atomic::AtomicUsize::new(0),
+            heavy: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -157,6 +165,7 @@ impl<T> Slot<T> {
             Some((at, index)) if *at == from => {
                 change(index);
                 *at = to;
+                self.note_heavy(index);
                 weight(index)
             }
             _ => {
@@ -181,7 +190,16 @@ impl<T> Slot<T> {
 
     /// Whether a search of this index is CPU work to take off the async threads.
     pub fn heavy(&self) -> bool {
-        self.weight() > HAND_OFF_BYTES
+        self.heavy.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn note_heavy(&self, index: &T)
+    where
+        T: Weigh,
+    {
+        let heavy = index.searched_bytes() > HAND_OFF_BYTES;
+        self.heavy
+            .store(heavy, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -287,6 +305,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     /// Puts a freshly built index of `tenant`, showing `version`, in `slot`, and weighs it.
     pub fn install(&self, tenant: &str, slot: &Slot<T>, version: Version, index: T) {
         let weight = weight(&index);
+        slot.note_heavy(&index);
         *slot.held.write().unwrap_or_else(|e| e.into_inner()) = Some((version, index));
         self.builds.fetch_add(1, Ordering::Relaxed);
         self.weigh(tenant, slot, weight);

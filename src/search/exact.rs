@@ -7,10 +7,14 @@
 //! taking every tenant's memory with it (BENCHMARKS.md, "a leaner index"). While the pages
 //! are resident, reading them costs what reading the heap does.
 //!
-//! The file is made with `tempfile`, so no other process can name it and it is gone when
+//! The file is made with `tempfile`, so it has no name in the directory and is gone when
 //! the index is dropped or the process dies. Its blocks are allocated before they are
-//! mapped (`fallocate`), so a full disk refuses the growth, and the vectors go back to the
-//! heap, instead of faulting on a write through the map.
+//! mapped (`fallocate`), so on the usual filesystems a full disk refuses the growth, and
+//! the vectors go back to the heap, instead of a write through the map faulting. A disk
+//! that fails while a paged-out vector is read back stops the process (SIGBUS), as it
+//! would any program reading a mapped file. A directory in memory (tmpfs) would hold the
+//! vectors in memory all the same, reserved twice over as the file grows: the default
+//! directory is not used when it is one.
 
 use std::fs::File;
 use std::ops::Deref;
@@ -78,11 +82,18 @@ impl VectorFiles {
             return Ok(VectorFiles::heap());
         };
         let files = VectorFiles::in_dir(dir.clone(), from_bytes);
-        match files.check() {
+        let usable = files.check().and_then(|()| {
+            if *chosen || !in_memory(dir) {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("it is in memory (tmpfs)"))
+            }
+        });
+        match usable {
             Ok(()) => Ok(files),
             Err(e) if *chosen => Err(e),
             Err(e) => {
-                files.warn_once("make", &e);
+                files.warn_once("use", &e);
                 Ok(VectorFiles::heap())
             }
         }
@@ -168,6 +179,7 @@ impl Exact {
 
     /// Moves the last row (`last`, `width` values) over row `to`, as `Vec::swap_remove`.
     pub fn swap_remove_row(&mut self, to: usize, last: usize, width: usize) {
+        debug_assert_eq!(self.len(), (last + 1) * width, "`last` is the last row");
         let values = self.values_mut();
         if to != last {
             values.copy_within(last * width..(last + 1) * width, to * width);
@@ -242,7 +254,8 @@ impl Mapped {
         let file = tempfile::tempfile_in(dir)?;
         let capacity = room(bytes);
         allocate(&file, capacity)?;
-        // SAFETY: the file has no name (`tempfile`): no other process can open it, and this
+        // SAFETY: the file has no name (`tempfile`): only this process's descriptor reaches
+        // it (or a process of the same user through /proc, which nothing does), and this
         // process writes it only through this map, so nothing changes the mapped bytes
         // behind a reference.
         let mut map = unsafe { MmapOptions::new().len(capacity).map_mut(&file)? };
@@ -325,6 +338,33 @@ fn allocate(file: &File, bytes: usize) -> std::io::Result<()> {
     }
 }
 
+/// Whether `dir` is on a filesystem kept in memory (tmpfs, ramfs), where a file's pages are
+/// memory the kernel cannot drop.
+fn in_memory(dir: &std::path::Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        const TMPFS: i64 = 0x0102_1994;
+        const RAMFS: i64 = 0x8584_58f6;
+        let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `statfs` fills the zeroed struct it is given, from a NUL-terminated path.
+        let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statfs(path.as_ptr(), &mut stat) } != 0 {
+            return false;
+        }
+        #[allow(clippy::unnecessary_cast)]
+        let kind = stat.f_type as i64;
+        kind == TMPFS || kind == RAMFS
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        false
+    }
+}
+
 fn values(map: &[u8]) -> &[f32] {
     // A map starts on a page boundary and is whole pages long, so this never fails.
     bytemuck::cast_slice(map)
@@ -385,6 +425,28 @@ mod tests {
         let mut heap = Exact::new(VectorFiles::heap());
         heap.push_row(&[1.0; 1 << 19], 1 << 19);
         assert!(matches!(heap.held, Held::Heap(_)));
+    }
+
+    /// A default directory in memory (tmpfs) is not used; one the operator chose is.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_default_directory_in_memory_keeps_the_vectors_on_the_heap() {
+        let shm = PathBuf::from("/dev/shm");
+        assert!(in_memory(&shm), "/dev/shm is a tmpfs on Linux");
+        assert!(
+            !in_memory(&std::env::current_dir().unwrap()),
+            "the checkout is on a disk"
+        );
+        let default = VectorHome::Files {
+            dir: shm.clone(),
+            chosen: false,
+        };
+        assert!(VectorFiles::open(&default, 0).unwrap().0.dir.is_none());
+        let chosen = VectorHome::Files {
+            dir: shm.clone(),
+            chosen: true,
+        };
+        assert_eq!(VectorFiles::open(&chosen, 0).unwrap().0.dir, Some(shm));
     }
 
     /// A directory that cannot hold a file: refused when chosen, the heap otherwise; an

@@ -273,6 +273,12 @@ impl cache::Weigh for SearchIndex {
     fn is_empty(&self) -> bool {
         SearchIndex::is_empty(self)
     }
+
+    /// The exact vectors count wherever they are: a search rescores from them, and reads
+    /// them from the disk once the kernel has paged them out.
+    fn searched_bytes(&self) -> usize {
+        SearchIndex::bytes(self) + self.vectors.values() * 4 - self.vectors.exact_heap_bytes()
+    }
 }
 
 /// The `k` best of `scored` (id, score), best first. Ties go in id order, newest first, so
@@ -395,6 +401,24 @@ mod tests {
         } else {
             VectorFiles::heap()
         }
+    }
+
+    /// Vectors in a file leave the heap's weight (the budget's) but not what a search
+    /// reads, which decides whether it runs on a blocking thread.
+    #[test]
+    fn mapped_vectors_weigh_on_the_search_not_on_the_budget() {
+        use cache::Weigh;
+        let [heap, mapped] = [false, true].map(|mapped| {
+            let mut index = SearchIndex::new(384, &files(mapped));
+            for i in 0..10 {
+                let id = format!("m{i}");
+                index.push(entry(&id), &[i as f32; 384], &keywords::terms("redis port"));
+            }
+            index
+        });
+        assert_eq!(heap.searched_bytes(), heap.bytes());
+        assert_eq!(mapped.searched_bytes(), heap.bytes());
+        assert_eq!(mapped.bytes(), heap.bytes() - 10 * 384 * 4);
     }
 
     #[test]

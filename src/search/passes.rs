@@ -8,17 +8,22 @@
 //! (at 10k memories, 3.8 MB, it was up to 20 % slower per query; at 100k, 38 MB, over twice
 //! as fast with 4 or more queries sharing; BENCHMARKS.md, issue 21, item 7).
 //!
-//! No search waits to gather others: a pass takes every core no other pass is using (its
-//! rows cut between them, `scan::dot_all_shared_split`: one core alone draws less of the
-//! memory's bandwidth than two), and a query that arrives while every core is busy waits
+//! No search waits to gather others: a pass takes every core no other pass (of any index)
+//! is using (its rows cut between them, `scan::dot_all_shared_split`: one core alone draws
+//! less of the memory's bandwidth than two), and a query that arrives while every core is busy waits
 //! for the next free one, together with every other query that arrived meanwhile.
 //! Whichever waiting search sees a core free runs that pass for all of them. Alone, a
 //! search runs its own pass at once, on every core.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 use super::scan;
+
+/// Threads scanning in passes right now, of every index in the process: a pass takes only
+/// the cores the others leave.
+static SCANNING: AtomicUsize = AtomicUsize::new(0);
 
 /// The size of 8-bit vectors from which searches share passes: past most servers' shared
 /// cache (32 MiB on the machine measured), where a scan waits on memory.
@@ -69,7 +74,10 @@ impl Passes {
             }
             if state.running < cores() && !state.waiting.is_empty() {
                 let batch = std::mem::take(&mut state.waiting);
-                let threads = cores() - state.running;
+                // The cores no pass of any index is using, at least one.
+                let idle = cores().saturating_sub(SCANNING.load(Ordering::Relaxed));
+                let threads = idle.clamp(1, cores() - state.running);
+                SCANNING.fetch_add(threads, Ordering::Relaxed);
                 state.running += threads;
                 state.passes += 1;
                 drop(state);
@@ -107,6 +115,7 @@ impl<'a> Pass<'a> {
     fn finish(&mut self, answers: impl Iterator<Item = Option<Vec<i32>>>) -> MutexGuard<'a, State> {
         let mut state = self.passes.lock();
         state.running -= self.threads;
+        SCANNING.fetch_sub(self.threads, Ordering::Relaxed);
         let tickets = std::mem::take(&mut self.tickets);
         state.done.extend(tickets.into_iter().zip(answers));
         self.passes.over.notify_all();
@@ -213,6 +222,7 @@ mod tests {
             threads: 2,
         };
         passes.lock().running += 2;
+        SCANNING.fetch_add(2, Ordering::Relaxed);
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _held = &mut pass;
             panic!("a bug in a kernel");

@@ -142,15 +142,23 @@ pub fn dot_all_shared_split(rows: &[i8], queries: &[&[i16]], threads: usize) -> 
     let mut runs = rows.chunks(run);
     let first = runs.next().unwrap_or_default();
     std::thread::scope(|scope| {
+        // A run no thread could be made for (a process at its limit) is scanned here.
         let others: Vec<_> = runs
-            .map(|rows| scope.spawn(move || dot_all_shared(rows, queries)))
+            .map(|rows| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || dot_all_shared(rows, queries))
+                    .map_err(|_| rows)
+            })
             .collect();
         let mut dots = dot_all_shared(first, queries);
         for other in others {
-            // A panic in a helper is the pass's own (`passes.rs` scans alone after it).
-            let more = other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let more = match other {
+                // A panic in a helper is the pass's own (`passes.rs` scans alone after it).
+                Ok(helper) => helper
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(rows) => dot_all_shared(rows, queries),
+            };
             for (dots, more) in dots.iter_mut().zip(more) {
                 dots.extend(more);
             }

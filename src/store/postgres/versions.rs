@@ -137,9 +137,12 @@ pub(super) async fn lock_version<'e>(
 }
 
 /// Builds the tenant's index from its rows. Rows are indexed as they stream in, never all
-/// held at once, a page of `PAGE` by id at a time, in the caller's one snapshot: no
-/// statement of a large tenant's build runs into `DATABASE_STATEMENT_TIMEOUT_MS` (one
-/// statement for a million memories took longer than its default 10 s). Vectors travel in
+/// held at once, a page of `PAGE` by id at a time, so no statement of a large tenant's
+/// build runs into `DATABASE_STATEMENT_TIMEOUT_MS` (one statement for a million memories
+/// took longer than its default 10 s). The pages agree with each other: a search's build
+/// reads them all in its one repeatable-read snapshot (`Database::snapshot`), and a write's
+/// in its transaction, which holds the tenant's version row, so no writer can change the
+/// tenant between two pages. Vectors travel in
 /// pgvector's binary form (the `pgvector` crate's codec); terms are in the row, and a row an
 /// older release wrote without them is indexed from its content.
 pub(super) async fn load(

@@ -257,6 +257,10 @@ impl Weigh for TenantIndex {
         self.search.bytes() + self.memory_bytes
     }
 
+    fn searched_bytes(&self) -> usize {
+        self.search.searched_bytes() + self.memory_bytes
+    }
+
     fn is_empty(&self) -> bool {
         self.search.is_empty()
     }

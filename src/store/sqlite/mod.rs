@@ -915,7 +915,7 @@ mod tests {
             &mapped,
         )
         .unwrap();
-        // The file stays open; the directory may go once the store is built.
+        // Kept: the store's file and its vector files live in it.
         std::mem::forget(dir);
         store
     }
