@@ -215,8 +215,8 @@ impl Exact {
                 return;
             }
             Held::File(mapped) if bytes <= mapped.map.len() => return,
-            Held::Heap(values) => Mapped::create(&self.files, values, bytes),
-            Held::File(mapped) => mapped.grow(&self.files, bytes),
+            Held::Heap(values) => Mapped::create(&self.files, values, bytes).map(Some),
+            Held::File(mapped) => mapped.grow(&self.files, bytes).map(|()| None),
         };
         if let Err(error) = grown {
             let verb = if matches!(self.held, Held::Heap(_)) {
@@ -241,11 +241,7 @@ impl Exact {
 
 impl Mapped {
     /// A file holding `values`, with room for `bytes` (in whole steps of `room`).
-    fn create(
-        files: &VectorFiles,
-        values: &[f32],
-        bytes: usize,
-    ) -> std::io::Result<Option<Mapped>> {
+    fn create(files: &VectorFiles, values: &[f32], bytes: usize) -> std::io::Result<Mapped> {
         let dir = files
             .0
             .dir
@@ -264,15 +260,15 @@ impl Mapped {
         let _ = map.advise(memmap2::Advice::Random);
         values_mut(&mut map)[..values.len()].copy_from_slice(values);
         files.0.mapped.fetch_add(capacity, Ordering::Relaxed);
-        Ok(Some(Mapped {
+        Ok(Mapped {
             file,
             map,
             len: values.len(),
-        }))
+        })
     }
 
     /// Twice the room, or `bytes` if that is more.
-    fn grow(&mut self, files: &VectorFiles, bytes: usize) -> std::io::Result<Option<Mapped>> {
+    fn grow(&mut self, files: &VectorFiles, bytes: usize) -> std::io::Result<()> {
         let before = self.map.len();
         let capacity = room(bytes.max(2 * before));
         allocate(&self.file, capacity)?;
@@ -287,7 +283,7 @@ impl Mapped {
             .0
             .mapped
             .fetch_add(capacity - before, Ordering::Relaxed);
-        Ok(None)
+        Ok(())
     }
 }
 

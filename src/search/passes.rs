@@ -9,11 +9,11 @@
 //! as fast with 4 or more queries sharing; BENCHMARKS.md, issue 21, item 7).
 //!
 //! No search waits to gather others: a pass takes every core no other pass (of any index)
-//! is using (its rows cut between them, `scan::dot_all_shared_split`: one core alone draws
-//! less of the memory's bandwidth than two), and a query that arrives while every core is busy waits
-//! for the next free one, together with every other query that arrived meanwhile.
-//! Whichever waiting search sees a core free runs that pass for all of them. Alone, a
-//! search runs its own pass at once, on every core.
+//! is using, its rows cut between them (`scan::dot_all_shared_split`: one core alone draws
+//! less of the memory's bandwidth than two), and a query that arrives while every core is
+//! busy waits for the next free one, together with every other query that arrived
+//! meanwhile. Whichever waiting search sees a core free runs that pass for all of them.
+//! Alone, a search runs its own pass at once, on every idle core.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

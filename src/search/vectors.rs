@@ -1,8 +1,9 @@
 //! A tenant's vectors, end to end, for an exact nearest-neighbour search: each is kept in
 //! f32 for the similarity a caller sees (`exact.rs`: in a mapped file once a tenant is
-//! large), and again as 8-bit integers for the scan (`scan.rs`). The scan gives every memory an interval its exact cosine lies in; only the
-//! memories whose interval reaches the k-th best lower end can be among the k nearest, and
-//! only they are scored exactly, so the answer is the exact top k.
+//! large), and again as 8-bit integers for the scan (`scan.rs`). The scan gives every
+//! memory an interval its exact cosine lies in; only the memories whose interval reaches
+//! the k-th best lower end can be among the k nearest, and only they are scored exactly,
+//! so the answer is the exact top k.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;

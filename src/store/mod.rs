@@ -299,6 +299,16 @@ impl Counts {
     }
 }
 
+/// A store's tenant indexes as `indexing` describes them (SQLite and PostgreSQL), or the
+/// refusal of a directory the operator chose for their vectors that cannot hold a file.
+pub fn tenant_indexes<T: crate::search::cache::Weigh + Send + Sync + 'static>(
+    indexing: &crate::search::cache::Indexing,
+) -> Result<crate::search::cache::TenantCache<T>, StoreError> {
+    crate::search::cache::TenantCache::open(indexing).map_err(|e| {
+        StoreError::unavailable("INDEX_VECTORS_DIR cannot hold the index's vector files", e)
+    })
+}
+
 /// Keeps the `k` most similar hits.
 pub fn keep_nearest(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
     hits.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));

@@ -227,10 +227,7 @@ impl PostgresStore {
         settings: &PoolSettings,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
-        let indexes: TenantCache<SearchIndex> =
-            TenantCache::open(&settings.indexing).map_err(|e| {
-                StoreError::unavailable("INDEX_VECTORS_DIR cannot hold the index's vector files", e)
-            })?;
+        let indexes: TenantCache<SearchIndex> = super::tenant_indexes(&settings.indexing)?;
         let (pool, location) = connect(url, settings).await?;
         let store = PostgresStore {
             database: Database {

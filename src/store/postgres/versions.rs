@@ -142,9 +142,9 @@ pub(super) async fn lock_version<'e>(
 /// took longer than its default 10 s). The pages agree with each other: a search's build
 /// reads them all in its one repeatable-read snapshot (`Database::snapshot`), and a write's
 /// in its transaction, which holds the tenant's version row, so no writer can change the
-/// tenant between two pages. Vectors travel in
-/// pgvector's binary form (the `pgvector` crate's codec); terms are in the row, and a row an
-/// older release wrote without them is indexed from its content.
+/// tenant between two pages. Vectors travel in pgvector's binary form (the `pgvector`
+/// crate's codec); terms are in the row, and a row an older release wrote without them is
+/// indexed from its content.
 pub(super) async fn load(
     conn: &mut PgConnection,
     tenant: &str,

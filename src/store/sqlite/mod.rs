@@ -233,9 +233,7 @@ impl SqliteStore {
                 configured: dimension,
             });
         }
-        let indexes = TenantCache::open(indexing).map_err(|e| {
-            StoreError::unavailable("INDEX_VECTORS_DIR cannot hold the index's vector files", e)
-        })?;
+        let indexes = super::tenant_indexes(indexing)?;
         let (conn, indexes, pending) = (
             Arc::new(Mutex::new(conn)),
             Arc::new(indexes),
