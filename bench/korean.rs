@@ -1,8 +1,17 @@
-//! Korean recall through `recall`, for each local model: the facts of
-//! bench/korean_recall.json (Korean project memories, written for this benchmark) are stored
-//! through `remember`, then every question (Korean in other words, Korean sharing a word,
-//! English about a Korean fact) is asked, dense and hybrid, at each model's own thresholds.
-//! Reports recall@1 and recall@5 (the fact among the first 1 or 5 results) per kind.
+//! Recall and remember on the multilingual set, for each local model: the memories of
+//! bench/korean_recall.json (Korean, English and mixed project memories, written for this
+//! benchmark) are stored through `remember`, then every question is asked, dense and
+//! hybrid, at each model's own thresholds, and every pair of facts is written in a tenant of
+//! its own.
+//!
+//! - recall@1 and recall@5 per kind of question: `<question's language>-><memory's>`
+//!   (`ko->en` is a Korean question whose answer is an English memory), `-kw` where the
+//!   question shares a word with its Korean fact;
+//! - abstention: the share of unanswerable questions answered `no_confident_match` or
+//!   `no_match`, and of answerable ones so answered (`abstained`), with recall@5 counting
+//!   those as misses (`trusted@5`);
+//! - the pairs: each `first` stored, then its `second`; a different fact must be stored
+//!   (and name the first as similar), a near-verbatim repeat refused as already known.
 //!
 //!     make models && cargo bench --bench korean [-- MODEL_DIR ...]
 //!
@@ -23,12 +32,39 @@ struct Tally {
     questions: usize,
     at1: usize,
     at5: usize,
+    abstained: usize,
+    trusted5: usize,
 }
 
 impl Tally {
     fn json(&self) -> Value {
         let share = |n: usize| (n as f64 / self.questions.max(1) as f64 * 1000.0).round() / 1000.0;
-        json!({"questions": self.questions, "recall@1": share(self.at1), "recall@5": share(self.at5)})
+        json!({"questions": self.questions, "recall@1": share(self.at1), "recall@5": share(self.at5),
+               "abstained": share(self.abstained), "trusted@5": share(self.trusted5)})
+    }
+}
+
+/// The language of the memory a fact id names.
+fn language_of(fact: &str) -> &'static str {
+    match fact.as_bytes()[0] {
+        b'e' => "en",
+        b'm' => "mixed",
+        _ => "ko",
+    }
+}
+
+fn kind(question: &Value) -> String {
+    let lang = question["lang"].as_str().unwrap();
+    match question["answer"].as_str() {
+        None => format!("unanswerable-{lang}"),
+        Some(fact) => {
+            let keyword = if question["kind"] == "keyword" {
+                "-kw"
+            } else {
+                ""
+            };
+            format!("{lang}->{}{keyword}", language_of(fact))
+        }
     }
 }
 
@@ -53,8 +89,10 @@ async fn main() {
             .unwrap();
     let facts = set["facts"].as_array().unwrap();
     let questions = set["questions"].as_array().unwrap();
+    let pairs = set["pairs"].as_array().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let mut runs = Vec::new();
+    let mut pair_runs = Vec::new();
     for dir in &dirs {
         let model = std::path::Path::new(dir);
         let name = model.file_name().unwrap().to_string_lossy().into_owned();
@@ -67,6 +105,8 @@ async fn main() {
                 .await;
             memory_of.insert(fact["id"].as_str().unwrap(), stored_id(&answer));
         }
+        pair_runs.push(write_pairs(&server, &name, pairs).await);
+        drop(server);
         for (recall, weight) in RECALLS {
             let copy = scratch.path().join(format!("{name}-{recall}.db"));
             copy_store(&base, &copy);
@@ -74,35 +114,47 @@ async fn main() {
             let started = Instant::now();
             let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
             for q in questions {
-                let answer = server
-                    .call(TENANT, "recall", json!({"query": q["text"], "limit": 5}))
+                let (text, data) = server
+                    .answer(TENANT, "recall", json!({"query": q["text"], "limit": 5}))
                     .await;
-                let shown = shown_ids(&answer);
-                let want = &memory_of[q["answer"].as_str().unwrap()];
-                let rank = shown.iter().position(|id| id == want);
-                for key in [
-                    "all".to_owned(),
-                    format!(
-                        "{}-{}",
-                        q["lang"].as_str().unwrap(),
-                        q["kind"].as_str().unwrap()
-                    ),
-                ] {
+                let abstained = matches!(
+                    data["confidence"].as_str(),
+                    Some("no_confident_match" | "no_match")
+                );
+                let shown = shown_ids(&text);
+                let rank = q["answer"]
+                    .as_str()
+                    .and_then(|fact| shown.iter().position(|id| *id == memory_of[fact]));
+                let answerable = if q["answer"].is_null() {
+                    "unanswerable"
+                } else {
+                    "answerable"
+                };
+                for key in [answerable.to_owned(), kind(q)] {
                     let t = tallies.entry(key).or_default();
                     t.questions += 1;
                     t.at1 += usize::from(rank == Some(0));
                     t.at5 += usize::from(rank.is_some());
+                    t.abstained += usize::from(abstained);
+                    t.trusted5 += usize::from(rank.is_some() && !abstained);
                 }
             }
             let line: Vec<String> = tallies
                 .iter()
                 .map(|(k, t)| {
                     let j = t.json();
-                    format!("{k} {}/{}", j["recall@1"], j["recall@5"])
+                    if k.starts_with("unanswerable") {
+                        format!("{k} abstained {}", j["abstained"])
+                    } else {
+                        format!(
+                            "{k} {}/{} ({})",
+                            j["recall@1"], j["recall@5"], j["abstained"]
+                        )
+                    }
                 })
                 .collect();
             println!(
-                "korean {name} {recall}: recall@1/@5 {} ({:.1} s)",
+                "korean {name} {recall}: recall@1/@5 (abstained) {} ({:.1} s)",
                 line.join(", "),
                 started.elapsed().as_secs_f64()
             );
@@ -115,8 +167,48 @@ async fn main() {
     let out = format!("{root}/bench/results/korean.json");
     std::fs::write(
         &out,
-        serde_json::to_string_pretty(&json!({"runs": runs})).unwrap(),
+        serde_json::to_string_pretty(&json!({"runs": runs, "pairs": pair_runs})).unwrap(),
     )
     .unwrap();
     println!("wrote {out}");
+}
+
+/// Each pair in a tenant of its own: `first`, then `second`. Returns what became of each
+/// second, by kind of pair and language.
+async fn write_pairs(server: &Server, model: &str, pairs: &[Value]) -> Value {
+    let mut outcomes: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for pair in pairs {
+        let tenant = format!("pair-{}", pair["id"].as_str().unwrap());
+        let (_, first) = server
+            .answer(&tenant, "remember", json!({"content": pair["first"]}))
+            .await;
+        let (_, second) = server
+            .answer(&tenant, "remember", json!({"content": pair["second"]}))
+            .await;
+        let named =
+            (second["similar"].as_array().into_iter().flatten()).any(|s| s["id"] == first["id"]);
+        let outcome = match (second["outcome"].as_str().unwrap(), named) {
+            ("already_known", _) => "merged",
+            (_, true) => "stored, named similar",
+            _ => "stored",
+        };
+        let kind = pair["kind"].as_str().unwrap();
+        let right = if kind == "repeat" {
+            outcome == "merged"
+        } else {
+            outcome != "merged"
+        };
+        if !right {
+            wrong.push(pair["id"].clone());
+        }
+        for key in [
+            kind.to_owned(),
+            format!("{kind}-{}", pair["lang"].as_str().unwrap()),
+        ] {
+            *outcomes.entry(key).or_default().entry(outcome).or_default() += 1;
+        }
+    }
+    println!("pairs {model}: {outcomes:?}, wrong: {wrong:?}");
+    json!({"model": model, "outcomes": outcomes, "wrong": wrong})
 }

@@ -56,10 +56,16 @@ impl Server {
     }
 
     pub async fn call(&self, tenant: &str, tool: &str, args: Value) -> String {
+        self.answer(tenant, tool, args).await.0
+    }
+
+    /// The answer's text and its structured result (the protocol version that has them).
+    pub async fn answer(&self, tenant: &str, tool: &str, args: Value) -> (String, Value) {
         let reply: Value = self
             .client
             .post(&self.url)
             .header("x-memory-tenant", tenant)
+            .header("mcp-protocol-version", "2025-06-18")
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": tool, "arguments": args}}))
             .send()
@@ -73,7 +79,7 @@ impl Server {
             .unwrap()
             .to_owned();
         assert!(reply["result"]["isError"] != true, "{tool}: {text}");
-        text
+        (text, reply["result"]["structuredContent"].clone())
     }
 }
 

@@ -142,7 +142,13 @@ async fn remember(store: &dyn MemoryStore, seed: u64, dim: usize) -> f64 {
     let v = vector(seed, dim);
     let t = Instant::now();
     store
-        .remember(&tenant, &everyone, memory, &v)
+        .remember(
+            &tenant,
+            &everyone,
+            memory,
+            &v,
+            mcp_memory::dedup::Rule::SPECIFIED,
+        )
         .await
         .unwrap();
     t.elapsed().as_secs_f64() * 1e3

@@ -8,7 +8,7 @@ use crate::embed::{self, TimedEmbedder};
 use crate::metrics::Metrics;
 use crate::store::sweep::Sweeper;
 use crate::store::{self, StoreError, TimedStore};
-use crate::tools::ToolService;
+use crate::tools::{Judgement, ToolService};
 
 /// The Cargo features of this build, as `build_info` reports them.
 const FEATURES: &[&str] = &[
@@ -80,8 +80,11 @@ impl App {
                     metrics: Arc::clone(&metrics),
                 }),
                 config.knowledge_base.as_ref().and_then(docs::open),
-                config.thresholds,
-                config.keyword_weight,
+                Judgement {
+                    thresholds: config.thresholds,
+                    duplicates: config.duplicates,
+                    keyword_weight: config.keyword_weight,
+                },
                 config.timeouts.request,
                 Arc::clone(&metrics),
             ),

@@ -308,7 +308,9 @@ mod tests {
                 found.extend(variables_read(&path));
                 continue;
             }
-            if path.file_name().is_some_and(|n| n == "tests.rs") {
+            if path.file_name().is_some_and(|n| n == "tests.rs")
+                || path.extension().is_none_or(|e| e != "rs")
+            {
                 continue;
             }
             let source = std::fs::read_to_string(&path).unwrap();

@@ -126,6 +126,8 @@ pub struct Config {
     pub embedder: embed::Settings,
     pub knowledge_base: Option<KnowledgeBase>,
     pub thresholds: Thresholds,
+    /// The model's duplicate rule: measured, never configured (`crate::dedup`).
+    pub duplicates: crate::dedup::Rule,
     pub keyword_weight: f64,
     /// Whether tool-call metrics carry the tenant (one series per tenant: opt-in).
     pub metrics_tenant_label: bool,
@@ -180,8 +182,9 @@ impl Variables {
                 Calibration::UNMEASURED.floor
             ));
         }
+        let calibration = calibration.unwrap_or(Calibration::UNMEASURED);
         let thresholds = thresholds(
-            calibration.unwrap_or(Calibration::UNMEASURED),
+            calibration,
             self.recall_min_similarity,
             self.recall_high_similarity,
         )?;
@@ -206,6 +209,7 @@ impl Variables {
             embedder,
             knowledge_base,
             thresholds,
+            duplicates: calibration.duplicates,
             keyword_weight: self.recall_keyword_weight,
             metrics_tenant_label: self.metrics_tenant_label,
             warnings,
@@ -307,6 +311,8 @@ fn thresholds(
         floor,
         high,
         baseline: model.baseline.min(floor),
+        abstention: model.abstention,
+        reads_across_scripts: model.reads_across_scripts,
     })
 }
 

@@ -2,6 +2,7 @@
 //! ignored with a warning.
 
 use super::*;
+use crate::ranking::Abstention;
 use crate::{embed, store};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -99,6 +100,8 @@ fn similarity_thresholds_are_in_the_open_closed_unit_interval() {
             floor: 0.25,
             high: 0.5,
             baseline: 0.0,
+            abstention: None,
+            reads_across_scripts: false,
         }
     );
     let below = with(&[
@@ -125,16 +128,25 @@ fn each_local_model_has_its_measured_thresholds() {
         floor: 0.78,
         high: 0.87,
         baseline: 0.7,
+        abstention: Some(Abstention {
+            words: 0.1,
+            threshold: 0.85,
+        }),
+        reads_across_scripts: true,
+    };
+    let minilm = Thresholds {
+        abstention: Some(Abstention {
+            words: 1.0,
+            threshold: 0.75,
+        }),
+        ..Thresholds::of_floor(0.2)
     };
     assert_eq!(local(&[]), e5);
     assert_eq!(
         local(&[("EMBEDDING_MODEL", "/opt/m/multilingual-e5-small")]),
         e5
     );
-    assert_eq!(
-        local(&[("EMBEDDING_MODEL", "all-MiniLM-L6-v2")]),
-        Thresholds::of_floor(0.2)
-    );
+    assert_eq!(local(&[("EMBEDDING_MODEL", "all-MiniLM-L6-v2")]), minilm);
     assert_eq!(
         local(&[("EMBEDDING_MODEL", "./my-own-bert")]),
         Thresholds::of_floor(0.2)
@@ -157,16 +169,13 @@ fn each_local_model_has_its_measured_thresholds() {
         ("EMBEDDING_MODEL", "./my-own-bert"),
         ("RECALL_MIN_SIMILARITY", "0.3")
     ]));
-    assert_eq!(
-        local(&[("EMBEDDING_MODEL", "all-mpnet-base-v2")]),
-        Thresholds::of_floor(0.2)
-    );
+    assert_eq!(local(&[("EMBEDDING_MODEL", "all-mpnet-base-v2")]), minilm);
     assert_eq!(
         local(&[("RECALL_MIN_SIMILARITY", "0.9")]),
         Thresholds {
             floor: 0.9,
             high: 0.9,
-            baseline: 0.7,
+            ..e5
         }
     );
     assert_eq!(

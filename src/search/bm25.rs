@@ -16,6 +16,19 @@ pub struct Corpus {
     pub containing: Vec<u64>,
 }
 
+impl Corpus {
+    /// Each query term's idf, in the query's order: how rare it is among the memories
+    /// (the most for a term no memory holds).
+    pub fn idf(&self) -> Vec<f64> {
+        (self.containing.iter())
+            .map(|containing| {
+                let n = *containing as f64;
+                (1.0 + (self.memories as f64 - n + 0.5) / (n + 0.5)).ln()
+            })
+            .collect()
+    }
+}
+
 /// The BM25 score of a memory with `terms` for `query` (Lucene's non-negative idf). Terms
 /// are words, or any stand-in for them that compares alike (a store's interned ids).
 pub fn bm25<T: PartialEq>(query: &[T], terms: &[T], corpus: &Corpus) -> f64 {
@@ -30,15 +43,10 @@ pub struct Scorer<'a> {
 
 impl<'a> Scorer<'a> {
     pub fn new(corpus: &'a Corpus) -> Self {
-        let idf = corpus
-            .containing
-            .iter()
-            .map(|containing| {
-                let n = *containing as f64;
-                (1.0 + (corpus.memories as f64 - n + 0.5) / (n + 0.5)).ln()
-            })
-            .collect();
-        Scorer { corpus, idf }
+        Scorer {
+            corpus,
+            idf: corpus.idf(),
+        }
     }
 
     pub fn score<T: PartialEq>(&self, query: &[T], terms: &[T]) -> f64 {

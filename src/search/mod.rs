@@ -73,6 +73,8 @@ pub struct WordMatch {
 pub struct Found {
     pub nearest: Vec<Nearest>,
     pub by_words: Vec<WordMatch>,
+    /// Each query term's idf among what the caller sees, in the query's order.
+    pub idf: Vec<f64>,
 }
 
 /// What the index needs of a memory besides its vector and terms.
@@ -170,9 +172,13 @@ impl SearchIndex {
     /// (when it has any). A memory found both ways is scored exactly once.
     pub fn search(&self, query: &Query<'_>, visibility: &Visibility) -> Found {
         let nearest = self.nearest(query.vector, visibility, query.k);
-        let matches = self.keyword_matches(query.terms, visibility, query.k);
+        let (matches, idf) = self.keyword_matches(query.terms, visibility, query.k);
         let by_words = self.with_similarity(matches, query.vector, &nearest);
-        Found { nearest, by_words }
+        Found {
+            nearest,
+            by_words,
+            idf,
+        }
     }
 
     /// `matches` with each one's similarity: from `known` when it is there, scored now
@@ -210,12 +216,12 @@ impl SearchIndex {
         terms: &[String],
         visibility: &Visibility,
         k: usize,
-    ) -> Vec<(Position, f64)> {
+    ) -> (Vec<(Position, f64)>, Vec<f64>) {
         if terms.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let viewer = self.audiences.viewer(visibility);
-        let scored = self.postings.best(
+        let (scored, idf) = self.postings.best(
             terms,
             |i| self.audiences.sees(viewer, i),
             self.audiences.visible(viewer),
@@ -224,10 +230,10 @@ impl SearchIndex {
         let scored: Vec<((&str, Position), f64)> = (scored.into_iter())
             .map(|s| ((self.id(s.position), s.position), s.score))
             .collect();
-        best_first(scored, k)
-            .into_iter()
+        let best = (best_first(scored, k).into_iter())
             .map(|((_, position), score)| (position, score))
-            .collect()
+            .collect();
+        (best, idf)
     }
 
     /// Roughly what the index holds on the heap, in bytes, for the cache's budget: exact
@@ -364,6 +370,7 @@ mod tests {
         let found = |index: &SearchIndex| -> Vec<(String, f64)> {
             index
                 .keyword_matches(&query, &everyone(), 10)
+                .0
                 .into_iter()
                 .map(|(p, s)| (index.id(p).to_owned(), s))
                 .collect()
@@ -374,6 +381,22 @@ mod tests {
             .collect();
         assert_eq!(found(&index), by_brute_force(&all, &query));
         assert_eq!(found(&index).len(), 4);
+        // Each query term's idf, as BM25 counts it over every visible memory; a word no
+        // memory holds is the rarest.
+        let (_, idf) =
+            index.keyword_matches(&keywords::query_terms("redis zeppelin"), &everyone(), 10);
+        let terms: Vec<Vec<String>> = NOTES.iter().map(|n| keywords::terms(n)).collect();
+        let holding = terms
+            .iter()
+            .filter(|t| t.contains(&"redi".to_owned()) || t.contains(&"redis".to_owned()))
+            .count();
+        let corpus = Corpus {
+            memories: NOTES.len() as u64,
+            average_terms: 0.0,
+            containing: vec![holding as u64, 0],
+        };
+        assert_eq!(idf, corpus.idf());
+        assert!(idf[1] > idf[0]);
         // Removing moves the last memory into the gap; its postings must follow it.
         assert_eq!(index.remove("m1"), Some(Position(1)));
         assert_eq!(index.remove("m1"), None);
@@ -516,8 +539,8 @@ mod tests {
             conversation: Some(Conversation::new_unchecked("conv-b".into())),
             at: NOW,
         };
-        assert_eq!(index.keyword_matches(&query, &mine, 10).len(), 2);
-        assert_eq!(index.keyword_matches(&query, &other, 10).len(), 1);
+        assert_eq!(index.keyword_matches(&query, &mine, 10).0.len(), 2);
+        assert_eq!(index.keyword_matches(&query, &other, 10).0.len(), 1);
         assert_eq!(index.nearest(&[1.0, 0.0], &everyone(), 5).len(), 1);
         assert_eq!(index.nearest(&[1.0, 0.0], &mine, 5).len(), 2);
     }
@@ -615,6 +638,7 @@ mod tests {
             wanted.truncate(k);
             let found: Vec<(String, f64)> = index
                 .keyword_matches(&query_terms, &visibility, k)
+                .0
                 .into_iter()
                 .map(|(p, s)| (index.id(p).to_owned(), s))
                 .collect();

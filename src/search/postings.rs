@@ -100,21 +100,19 @@ impl Postings {
 
     /// The memories `seen` accepts that hold a word of `query` (distinct terms) and can be
     /// among its `k` best by BM25 over `visible`, the corpus of what the caller can see:
-    /// every one scoring at least the k-th best, in no order.
+    /// every one scoring at least the k-th best, in no order; and each query term's idf
+    /// over `visible`.
     pub fn best(
         &self,
         query: &[String],
         seen: impl Fn(usize) -> bool,
         visible: Totals,
         k: usize,
-    ) -> Vec<Scored> {
+    ) -> (Vec<Scored>, Vec<f64>) {
         let lists: Vec<Option<&Vec<Posting>>> = query
             .iter()
             .map(|t| self.words.get(t.as_str()).map(|w| &self.lists[*w as usize]))
             .collect();
-        if lists.iter().all(Option::is_none) {
-            return Vec::new();
-        }
         let corpus = Corpus {
             memories: visible.memories,
             average_terms: visible.terms as f64 / visible.memories.max(1) as f64,
@@ -125,6 +123,10 @@ impl Postings {
                 })
                 .collect(),
         };
+        let idf = corpus.idf();
+        if lists.iter().all(Option::is_none) {
+            return (Vec::new(), idf);
+        }
         let scorer = Scorer::new(&corpus);
         // Term at a time, in the query's order: each memory's sum is added up in the order
         // `Scorer::score` adds it, so the scores are the same to the last bit.
@@ -151,13 +153,13 @@ impl Postings {
             let kth = *kth;
             matched.retain(|i| scores[*i] >= kth);
         }
-        matched
-            .into_iter()
+        let scored = (matched.into_iter())
             .map(|i| Scored {
                 position: Position::at(i),
                 score: scores[i],
             })
-            .collect()
+            .collect();
+        (scored, idf)
     }
 
     /// Roughly what the postings hold, in bytes: words, lists and each memory's distinct

@@ -43,9 +43,9 @@ impl InMemoryStore {
         tenant: &Tenant,
         visibility: &Visibility,
         query: &Query<'_>,
-    ) -> Vec<KeywordHit> {
+    ) -> (Vec<KeywordHit>, Vec<f64>) {
         if query.terms.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let visible: Vec<&(Tenant, Memory, Vec<f32>)> = rows
             .iter()
@@ -65,7 +65,7 @@ impl InMemoryStore {
             .iter()
             .map(|(id, t)| (id.clone(), t.as_slice()))
             .collect();
-        let best = best_matches(
+        let (best, idf) = best_matches(
             query.terms,
             &matches,
             visible.len() as u64,
@@ -76,7 +76,7 @@ impl InMemoryStore {
             .iter()
             .map(|(_, m, e)| Hit::new(m.clone(), cosine(query.vector, e)))
             .collect();
-        in_score_order(best, found)
+        (in_score_order(best, found), idf)
     }
 }
 
@@ -88,6 +88,7 @@ impl MemoryStore for InMemoryStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let mut rows = self.rows.lock().expect("lock");
         let replaced = match &memory.replaces {
@@ -101,15 +102,18 @@ impl MemoryStore for InMemoryStore {
         let dedup_scope = visibility.for_dedup(memory.scope);
         let neighbours =
             Self::nearest_locked(&rows, tenant, &dedup_scope, embedding, dedup::NEIGHBOURS);
-        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
-        }
+        let similar = match dedup::judge(&memory, &neighbours, rule) {
+            dedup::Verdict::Repeat(existing) => {
+                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+            }
+            dedup::Verdict::New { similar } => similar,
+        };
         if let Some(position) = replaced {
             rows.remove(position);
         }
         let memory = memory.into_memory();
         rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));
-        Ok(Remembered::Stored(memory))
+        Ok(Remembered::Stored(memory, similar))
     }
 
     async fn search(
@@ -119,9 +123,11 @@ impl MemoryStore for InMemoryStore {
         query: &Query<'_>,
     ) -> Result<Matches, StoreError> {
         let rows = self.rows.lock().expect("lock");
+        let (by_words, idf) = Self::keyword_hits_locked(&rows, tenant, visibility, query);
         Ok(Matches {
             nearest: Self::nearest_locked(&rows, tenant, visibility, query.vector, query.k),
-            by_words: Self::keyword_hits_locked(&rows, tenant, visibility, query),
+            by_words,
+            idf,
         })
     }
 
@@ -262,7 +268,7 @@ fn best_matches<T: PartialEq, I: Clone + Ord>(
     memories: u64,
     average_terms: f64,
     k: usize,
-) -> Vec<(I, f64)> {
+) -> (Vec<(I, f64)>, Vec<f64>) {
     let corpus = Corpus {
         memories,
         average_terms,
@@ -282,7 +288,7 @@ fn best_matches<T: PartialEq, I: Clone + Ord>(
         .map(|(id, terms)| (id.clone(), scorer.score(query, terms)))
         .filter(|(_, score)| *score > 0.0)
         .collect();
-    best_first(scored, k)
+    (best_first(scored, k), corpus.idf())
 }
 
 /// The best matches in score order, joined with their memories (`found`, any order).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::dedup;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 
@@ -34,7 +35,9 @@ pub use timed::TimedStore;
 /// The outcome of a write that first looks for a near-verbatim repeat.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Remembered {
-    Stored(Memory),
+    /// Written; beside it, the visible memories that say nearly the same thing but differ
+    /// in a value or a word (`dedup::Verdict::New`), most similar first.
+    Stored(Memory, Vec<Memory>),
     /// Nothing was written; this existing memory already says it.
     AlreadyKnown(Memory),
 }
@@ -45,6 +48,9 @@ pub enum Remembered {
 pub struct Matches {
     pub nearest: Vec<Hit>,
     pub by_words: Vec<KeywordHit>,
+    /// How rare each query term is among what the caller sees (BM25's idf), in the
+    /// query's order; empty when the query had no terms or the store has no text index.
+    pub idf: Vec<f64>,
 }
 
 /// How many memories a request can see, by type.
@@ -136,8 +142,8 @@ pub fn check_widths(memories: &[Portable], width: usize) -> Result<(), StoreErro
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// Writes `memory` for a caller who sees `visibility`, unless a memory visible to
-    /// `visibility.for_dedup(memory.scope)` already says the same thing
-    /// (`dedup::find_duplicate` over the nearest `dedup::NEIGHBOURS`). With
+    /// `visibility.for_dedup(memory.scope)` already says the same thing (`dedup::judge`
+    /// by `rule` over the nearest `dedup::NEIGHBOURS`). With
     /// `memory.replaces`, the memory it names must be one the caller sees
     /// (`StoreError::NotVisible` otherwise, nothing written); it is not a repeat of its own
     /// replacement, and it is removed as the new one is written. Check and write are atomic
@@ -148,6 +154,7 @@ pub trait MemoryStore: Send + Sync {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError>;
 
     /// Up to `query.k` visible memories nearest to `query.vector` by cosine similarity and,

@@ -7,10 +7,14 @@ use std::future::Future;
 
 use super::reembed::Reembedding;
 use super::{MemoryStore, Portable, Remembered, StoreError};
+use crate::dedup::Rule;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
 };
 use crate::search::{Query, query_terms};
+
+/// The duplicate rule every store is tested with: the specification's.
+const RULE: Rule = Rule::SPECIFIED;
 
 /// Every behaviour of `store_suite`, each on a fresh store from `make`.
 pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
@@ -150,11 +154,12 @@ pub async fn store_at(
             &seen.for_dedup(memory.scope),
             memory,
             embedding,
+            RULE,
         )
         .await
         .unwrap()
     {
-        Remembered::Stored(m) => m,
+        Remembered::Stored(m, _) => m,
         other => panic!("expected a write, got {other:?}"),
     }
 }
@@ -328,6 +333,7 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             again,
             &direction(4, 0.01),
+            RULE,
         )
         .await
         .unwrap();
@@ -345,10 +351,11 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             paraphrase,
             &direction(4, 0.01),
+            RULE,
         )
         .await
         .unwrap();
-    assert!(matches!(outcome, Remembered::Stored(_)));
+    assert!(matches!(outcome, Remembered::Stored(_, _)));
     // The same text in another tenant is that tenant's first.
     let elsewhere = note(text, T0 + 3, Scope::Project, None);
     let outcome = store
@@ -357,10 +364,11 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             elsewhere,
             &direction(4, 0.0),
+            RULE,
         )
         .await
         .unwrap();
-    assert!(matches!(outcome, Remembered::Stored(_)));
+    assert!(matches!(outcome, Remembered::Stored(_, _)));
     assert_eq!(
         store
             .count_by_type(&tenant("acme"), &seen_from(None))
@@ -395,7 +403,13 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
     let seen = seen_from(Some("c1"));
     assert_eq!(
         store
-            .remember(&acme, &seen.for_dedup(Scope::Conversation), repeat, &v)
+            .remember(
+                &acme,
+                &seen.for_dedup(Scope::Conversation),
+                repeat,
+                &v,
+                RULE
+            )
             .await
             .unwrap(),
         Remembered::AlreadyKnown(in_c1)
@@ -417,7 +431,8 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
                 &acme,
                 &seen3.for_dedup(Scope::Conversation),
                 thread_copy,
-                &v
+                &v,
+                RULE
             )
             .await
             .unwrap(),
@@ -842,7 +857,13 @@ async fn replace(
 ) -> Result<Remembered, StoreError> {
     memory.replaces = Some(old.to_owned());
     store
-        .remember(&tenant(who), &seen_from(conversation), memory, embedding)
+        .remember(
+            &tenant(who),
+            &seen_from(conversation),
+            memory,
+            embedding,
+            RULE,
+        )
         .await
 }
 
@@ -863,7 +884,7 @@ pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn Memor
         None,
     );
     fixed.memory_type = MemoryType::Reference;
-    let Remembered::Stored(new) =
+    let Remembered::Stored(new, _) =
         replace(store, "acme", None, fixed, &old.id, &direction(0, 0.001))
             .await
             .unwrap()
@@ -948,7 +969,7 @@ pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn Memor
         )
         .await
         .unwrap(),
-        Remembered::Stored(_)
+        Remembered::Stored(_, _)
     ));
     assert!(
         !store
@@ -1216,6 +1237,7 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
                 ..note("the freeze was lifted", expiry, Scope::Project, None)
             },
             &direction(3, 0.0),
+            RULE,
         )
         .await
         .unwrap_err();
@@ -1236,10 +1258,11 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
             &seen_at(None, expiry),
             note(freeze, expiry, Scope::Project, None),
             &direction(0, 0.0),
+            RULE,
         )
         .await
         .unwrap();
-    assert!(matches!(again, Remembered::Stored(_)), "{again:?}");
+    assert!(matches!(again, Remembered::Stored(_, _)), "{again:?}");
 }
 
 pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryStore) {
@@ -1332,6 +1355,7 @@ pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, Store
             &seen_from(None),
             note("another fact", T0 + 1, Scope::Project, None),
             &direction(1, 0.0),
+            RULE,
         )
         .await
         .unwrap_err();
@@ -1440,8 +1464,14 @@ pub async fn run_portable<S: MemoryStore, F: Future<Output = S>>(make: impl Fn()
         replaces: Some(written[0].1.id.clone()),
         ..note("acme's fact 0, corrected", T0 + 9, Scope::Project, None)
     };
-    let Remembered::Stored(fixed) = source
-        .remember(&tenant("acme"), &seen_from(None), fixed, &direction(7, 0.0))
+    let Remembered::Stored(fixed, _) = source
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            fixed,
+            &direction(7, 0.0),
+            RULE,
+        )
         .await
         .unwrap()
     else {
@@ -1671,6 +1701,7 @@ pub async fn run_reembed<S, F, G>(
             &seen_from(None),
             first("epsilon", T0 + 4, None),
             &direction(4, 0.0),
+            RULE,
         ))
         .await
         .unwrap_err();

@@ -8,6 +8,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
+use crate::dedup;
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
 use crate::search::Query;
@@ -34,8 +35,11 @@ impl MemoryStore for TimedStore {
         dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let call = self.inner.remember(tenant, dedup_scope, memory, embedding);
+        let call = self
+            .inner
+            .remember(tenant, dedup_scope, memory, embedding, rule);
         self.time("remember", call).await
     }
 

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
+use crate::dedup;
 use crate::docs::{DocsError, Library};
 use crate::embed::{EmbedError, Embedder};
 use crate::log;
@@ -48,12 +49,21 @@ trait Tool: Send + Sync {
     ) -> Result<Answer, ToolError>;
 }
 
+/// How recall and remember judge the model's similarities (`crate::config::Config`).
+pub struct Judgement {
+    pub thresholds: Thresholds,
+    pub duplicates: dedup::Rule,
+    pub keyword_weight: f64,
+}
+
 /// What the tools work with, and the tools this process offers.
 pub struct ToolService {
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
     pub thresholds: Thresholds,
+    /// When a new memory repeats a stored one (the model's, `crate::dedup`).
+    pub duplicates: dedup::Rule,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
@@ -70,8 +80,7 @@ impl ToolService {
         store: Arc<dyn MemoryStore>,
         embedder: Arc<dyn Embedder>,
         docs: Option<Arc<dyn Library>>,
-        thresholds: Thresholds,
-        keyword_weight: f64,
+        judgement: Judgement,
         deadline: Duration,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -87,8 +96,9 @@ impl ToolService {
             store,
             embedder,
             docs,
-            thresholds,
-            keyword_weight,
+            thresholds: judgement.thresholds,
+            duplicates: judgement.duplicates,
+            keyword_weight: judgement.keyword_weight,
             deadline,
             metrics,
             tools,

@@ -9,7 +9,7 @@ use super::schema::{self, Definition, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{Memory, now_ms};
-use crate::ranking::{self, Confidence, RecallMode};
+use crate::ranking::{self, Confidence, Evidence, RecallMode, Script};
 use crate::search::{self, Query};
 
 const DEFINITION: Definition = Definition {
@@ -116,7 +116,10 @@ async fn recall(
     } else {
         ranking::candidate_count(limit)
     };
-    let words = if hybrid { &terms[..] } else { &[] };
+    // The words go to the store whenever the model abstains by them (their idf is part
+    // of the evidence), but rank only in hybrid recall.
+    let abstains = service.thresholds.abstention.is_some();
+    let words = if hybrid || abstains { &terms[..] } else { &[] };
     let wanted = Query {
         vector: &vector,
         terms: words,
@@ -126,9 +129,11 @@ async fn recall(
         .store
         .search(&ctx.tenant, &visibility, &wanted)
         .await?;
-    let mut candidates = ranking::fuse(found.nearest, found.by_words);
+    let by_words = if hybrid { found.by_words } else { Vec::new() };
+    let mut candidates = ranking::fuse(found.nearest, by_words);
     // The store already filtered; checking again means a store bug fails closed.
     candidates.retain(|c| visibility.can_see(&c.hit.memory));
+    let evidence = Evidence::of(&candidates, words, &found.idf);
 
     if candidates.is_empty() {
         let text = format!(
@@ -138,14 +143,21 @@ async fn recall(
         return Ok(Answer::new(text, data("no_match", Vec::new())));
     }
     let now = now_ms();
-    let ranking = ranking::rank(
+    let mut ranking = ranking::rank(
         candidates,
+        Script::of(query),
         mode,
         limit,
         service.thresholds,
         service.keyword_weight,
         now,
     );
+    if let Some(abstention) = &service.thresholds.abstention
+        && !ranking.results.is_empty()
+        && !abstention.addresses(evidence)
+    {
+        ranking.confidence = Confidence::NotAddressed;
+    }
     if ranking.results.is_empty() {
         let g = ranking.gated;
         let (noun, verb) = if g == 1 {
@@ -170,6 +182,13 @@ async fn recall(
         Confidence::High => (
             "HIGH CONFIDENCE: the top result closely matches the question; use these directly.",
             "high",
+        ),
+        Confidence::NotAddressed => (
+            "NO CONFIDENT MATCH: these are only the closest stored memories, and none of them \
+             clearly addresses the question. Use one only if it plainly answers it; otherwise \
+             nothing is stored on this subject: reason from first principles and say that you \
+             did. Do not present a guess as a remembered fact.",
+            "no_confident_match",
         ),
         _ => (
             "MEDIUM CONFIDENCE: these are relevant, but check that they apply to the current \

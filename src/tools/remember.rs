@@ -101,6 +101,10 @@ fn output() -> Value {
         "outcome": {"type": "string", "enum": ["stored", "replaced", "already_known"]},
         "id": {"type": "string"},
         "memory": schema::memory(),
+        "similar": {"type": "array", "items": schema::object(json!({
+            "id": {"type": "string"},
+            "content": {"type": "string"},
+        }))},
     }))
 }
 
@@ -144,27 +148,67 @@ async fn remember(
     let vector = service.embedder.embed(&memory.content).await?;
     let outcome = service
         .store
-        .remember(&ctx.tenant, &ctx.visibility(), memory, &vector)
+        .remember(
+            &ctx.tenant,
+            &ctx.visibility(),
+            memory,
+            &vector,
+            service.duplicates,
+        )
         .await?;
-    let (mut out, outcome, memory) = match outcome {
-        Remembered::Stored(m) => match &m.replaces {
+    let (mut out, outcome, memory, similar) = match outcome {
+        Remembered::Stored(m, similar) => match &m.replaces {
             Some(old) => (
                 format!("[MEMORY] Stored as {}, replacing {old}.\n\n", m.id),
                 "replaced",
                 m,
+                similar,
             ),
-            None => (format!("[MEMORY] Stored as {}.\n\n", m.id), "stored", m),
+            None => (
+                format!("[MEMORY] Stored as {}.\n\n", m.id),
+                "stored",
+                m,
+                similar,
+            ),
         },
         Remembered::AlreadyKnown(existing) => {
             (service.count_uses(ctx, "remember", &[&existing], now_ms())).await;
             let said = "[MEMORY] Already known — an existing memory already says this, so \
                         nothing new was written.\n\n";
-            (said.to_owned(), "already_known", existing)
+            (said.to_owned(), "already_known", existing, Vec::new())
         }
     };
     render::memory(&mut out, 1, &memory, None);
-    let data = json!({"outcome": outcome, "id": memory.id, "memory": render::data(&memory)});
+    if !similar.is_empty() {
+        similar_memories(&mut out, &similar);
+    }
+    let similar: Vec<Value> = (similar.iter())
+        .map(|m| json!({"id": m.id, "content": m.content}))
+        .collect();
+    let data = json!({"outcome": outcome, "id": memory.id, "memory": render::data(&memory),
+                      "similar": similar});
     Ok(Answer::new(out, data))
+}
+
+/// The stored memories that say nearly what the new one says but differ in a value or a
+/// word (docs/behavior.md#duplicate-rule): both are kept, and the agent is told how to
+/// keep only the new one if it is a correction.
+fn similar_memories(out: &mut String, similar: &[crate::memory::Memory]) {
+    let (n, first) = (similar.len(), &similar[0].id);
+    let (noun, verb) = if n == 1 {
+        ("memory", "says")
+    } else {
+        ("memories", "say")
+    };
+    out.push_str(&format!(
+        "\n\nSIMILAR: {n} stored {noun} {verb} nearly the same but differ{} in a value or a \
+         word, so the new memory was stored beside {}. If the new one corrects it, remove the \
+         old one with forget (id \"{first}\"); next time pass `replaces: \"{first}\"` to \
+         remember, and the correction takes its place in one step.\n\n",
+        if n == 1 { "s" } else { "" },
+        if n == 1 { "it" } else { "them" },
+    ));
+    render::list(out, similar.iter().map(|m| (m, None)));
 }
 
 /// docs/behavior.md#remember, first failure wins.

@@ -550,6 +550,7 @@ impl MemoryStore for PostgresStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let mut write = self.begin_write(tenant, true).await?;
         let (slot, from) = (Arc::clone(&write.slot), write.from);
@@ -594,9 +595,12 @@ impl MemoryStore for PostgresStore {
         .await?;
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
-        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
-        }
+        let similar = match dedup::judge(&memory, &neighbours, rule) {
+            dedup::Verdict::Repeat(existing) => {
+                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+            }
+            dedup::Verdict::New { similar } => similar,
+        };
         let terms = search::terms(&memory.content);
         let memory = memory.into_memory();
         let row = (tenant.as_str(), &memory, embedding, terms.clone());
@@ -630,7 +634,7 @@ impl MemoryStore for PostgresStore {
                 &terms,
             );
         });
-        Ok(Remembered::Stored(memory))
+        Ok(Remembered::Stored(memory, similar))
     }
 
     async fn search(
@@ -649,13 +653,17 @@ impl MemoryStore for PostgresStore {
                     terms: &terms,
                     k,
                 };
-                Located::all(index, index.search(&query, &seen))
+                let found = index.search(&query, &seen);
+                let idf = found.idf.clone();
+                (Located::all(index, found), idf)
             })
             .await?;
+        let (found, idf) = found;
         let [nearest, by_words] = found_rows(&self.pool, tenant, visibility, found).await?;
         Ok(Matches {
             nearest: nearest.into_iter().map(|found| found.hit).collect(),
             by_words,
+            idf,
         })
     }
 

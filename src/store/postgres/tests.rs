@@ -133,6 +133,7 @@ async fn a_write_waits_for_a_reembedding_switch() {
             &seen_from(None),
             fact("second", T0 + 1),
             &direction(1, 0.0),
+            crate::dedup::Rule::SPECIFIED,
         )
         .await;
     assert!(
@@ -229,14 +230,20 @@ async fn concurrent_identical_remembers_store_one_memory() {
                 None,
             );
             store
-                .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
+                .remember(
+                    &tenant("acme"),
+                    &seen_from(None),
+                    m,
+                    &direction(0, 0.0),
+                    crate::dedup::Rule::SPECIFIED,
+                )
                 .await
                 .unwrap()
         });
     }
     let mut stored = 0;
     while let Some(outcome) = writers.join_next().await {
-        if matches!(outcome.unwrap(), Remembered::Stored(_)) {
+        if matches!(outcome.unwrap(), Remembered::Stored(_, _)) {
             stored += 1;
         }
     }

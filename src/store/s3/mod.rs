@@ -467,6 +467,7 @@ impl MemoryStore for S3Store {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         self.check_model(true).await?;
         let replaced = match &memory.replaces {
@@ -480,9 +481,12 @@ impl MemoryStore for S3Store {
         let neighbours = self
             .nearest_visible(tenant, &dedup_scope, embedding, dedup::NEIGHBOURS)
             .await?;
-        if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
-            return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
-        }
+        let similar = match dedup::judge(&memory, &neighbours, rule) {
+            dedup::Verdict::Repeat(existing) => {
+                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+            }
+            dedup::Verdict::New { similar } => similar,
+        };
         let memory = memory.into_memory();
         let metadata = vectors::metadata(tenant, &memory);
         vectors::check_budget(&metadata)?;
@@ -548,7 +552,7 @@ impl MemoryStore for S3Store {
         landed
             .await
             .map_err(|e| StoreError::unavailable("S3 write task", e))??;
-        Ok(Remembered::Stored(memory))
+        Ok(Remembered::Stored(memory, similar))
     }
 
     /// By meaning only: S3 Vectors has no text index, so `query.terms` find nothing.
@@ -574,6 +578,7 @@ impl MemoryStore for S3Store {
         Ok(Matches {
             nearest: keep_nearest(hits, query.k),
             by_words: Vec::new(),
+            idf: Vec::new(),
         })
     }
 

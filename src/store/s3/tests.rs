@@ -349,7 +349,13 @@ async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
     let mut m = note(&"\"".repeat(25_000), T0, Scope::Project, None);
     m.tags = vec!["x".into()];
     let err = store
-        .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            m,
+            &direction(0, 0.0),
+            crate::dedup::Rule::SPECIFIED,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -652,7 +658,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
             None,
         );
         let vector = direction(i % 8, 0.1 * i as f32);
-        let writing = store.remember(&acme, &everyone, m, &vector);
+        let writing = store.remember(&acme, &everyone, m, &vector, crate::dedup::Rule::SPECIFIED);
         let _ = tokio::time::timeout(Duration::from_micros(wait_us), writing).await;
     }
     // One not dropped, so the sets below are never empty however slow the machine is.

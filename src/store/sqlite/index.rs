@@ -237,7 +237,11 @@ impl TenantIndex {
 
     /// Both of a recall's searches (`SearchIndex::search`), as memories.
     pub fn search(&self, query: &Query<'_>, visibility: &Visibility) -> Matches {
-        let Found { nearest, by_words } = self.search.search(query, visibility);
+        let Found {
+            nearest,
+            by_words,
+            idf,
+        } = self.search.search(query, visibility);
         Matches {
             nearest: (nearest.into_iter())
                 .map(|n| self.hit(n.position, n.similarity))
@@ -248,6 +252,7 @@ impl TenantIndex {
                     score: m.score,
                 })
                 .collect(),
+            idf,
         }
     }
 }

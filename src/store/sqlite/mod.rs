@@ -500,6 +500,7 @@ impl MemoryStore for SqliteStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
         let (seen, at, dedup_scope) = (
@@ -534,11 +535,14 @@ impl MemoryStore for SqliteStore {
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
-            if let Some(existing) = dedup::find_duplicate(&memory, &neighbours) {
-                return Ok(Ok(Remembered::AlreadyKnown(Memory::clone(
-                    &existing.memory,
-                ))));
-            }
+            let similar = match dedup::judge(&memory, &neighbours, rule) {
+                dedup::Verdict::Repeat(existing) => {
+                    return Ok(Ok(Remembered::AlreadyKnown(Memory::clone(
+                        &existing.memory,
+                    ))));
+                }
+                dedup::Verdict::New { similar } => similar,
+            };
             let terms = search::terms(&memory.content);
             let memory = memory.into_memory();
             insert(&tx, "INSERT", &tenant, &memory, &embedding, &terms)?;
@@ -559,7 +563,7 @@ impl MemoryStore for SqliteStore {
                 }
                 index.push(memory.clone(), &embedding, &terms)
             });
-            Ok(Ok(Remembered::Stored(memory)))
+            Ok(Ok(Remembered::Stored(memory, similar)))
         })
         .await?
     }
