@@ -70,18 +70,6 @@ pub fn judge<'a>(memory: &NewMemory, neighbours: &'a [Hit], rule: Rule) -> Verdi
     Verdict::New { similar }
 }
 
-/// The existing memory that already says `memory`'s content, if any.
-pub fn find_duplicate<'a>(
-    memory: &NewMemory,
-    neighbours: &'a [Hit],
-    rule: Rule,
-) -> Option<&'a Hit> {
-    match judge(memory, neighbours, rule) {
-        Verdict::Repeat(hit) => Some(hit),
-        Verdict::New { .. } => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +97,18 @@ mod tests {
 
     fn hit(content: &str, similarity: f64) -> Hit {
         Hit::new(new(content).into_memory(), similarity)
+    }
+
+    /// The existing memory that already says `memory`'s content, if any.
+    fn find_duplicate<'a>(
+        memory: &NewMemory,
+        neighbours: &'a [Hit],
+        rule: Rule,
+    ) -> Option<&'a Hit> {
+        match judge(memory, neighbours, rule) {
+            Verdict::Repeat(hit) => Some(hit),
+            Verdict::New { .. } => None,
+        }
     }
 
     fn repeat(a: &str, b: &str) -> bool {
