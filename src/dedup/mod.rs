@@ -229,10 +229,7 @@ mod tests {
         );
         let korean = tokens::said("배포는 3시에 한다");
         assert_eq!(korean.stripped[1], Number("3".into()));
-        assert_eq!(
-            korean.stripped[0],
-            Hangul("배포".into(), vec![false, false])
-        );
+        assert_eq!(korean.stripped[0], Hangul("배포".into()));
         assert_eq!(korean.stripped.len(), 3);
         assert!(tokens::said("  ...  ").written.is_empty());
     }

@@ -217,15 +217,14 @@ pub enum Token {
     /// Compared to the letter: short words, identifiers written with capitals inside
     /// (`MySQL`, `MSSQL`), value words.
     Exact(String),
-    /// Adjacent Korean words joined, so spacing does not count, with which syllables are
-    /// guarded against a forgiven typo.
-    Hangul(String, Vec<bool>),
+    /// Adjacent Korean words joined, so spacing does not count.
+    Hangul(String),
 }
 
 impl Token {
     fn text(&self) -> &str {
         match self {
-            Token::Number(t) | Token::Word(t) | Token::Exact(t) | Token::Hangul(t, _) => t,
+            Token::Number(t) | Token::Word(t) | Token::Exact(t) | Token::Hangul(t) => t,
         }
     }
 }
@@ -292,13 +291,11 @@ fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
                 continue;
             }
             words.insert(word.clone());
-            let guarded = word.chars().map(|c| GUARDED.contains(c));
             match tokens.last_mut() {
-                Some(Token::Hangul(run, guards)) if korean_open => {
+                Some(Token::Hangul(run)) if korean_open => {
                     run.push_str(&word);
-                    guards.extend(guarded);
                 }
-                _ => tokens.push(Token::Hangul(word.clone(), guarded.collect())),
+                _ => tokens.push(Token::Hangul(word.clone())),
             }
             korean_open = true;
         } else {
@@ -353,9 +350,7 @@ fn agree_tokens(a: &[Token], b: &[Token]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|pair| match pair {
             (Token::Word(x), Token::Word(y)) => x == y || one_typo_apart(x, y),
-            (Token::Hangul(x, gx), Token::Hangul(y, gy)) => {
-                x == y || one_letter_apart(x, gx, y, gy)
-            }
+            (Token::Hangul(x), Token::Hangul(y)) => x == y || one_letter_apart(x, y),
             // `MySQL` and `mysql` are one word written two ways.
             (x, y) => x.text() == y.text(),
         })
@@ -382,7 +377,7 @@ fn one_typo_apart(a: &str, b: &str) -> bool {
 
 /// Two Korean runs alike but for one syllable, unguarded in both, that differs in one of
 /// its letters (initial, vowel or final: `배포`/`베포`, `에서`/`애서`).
-fn one_letter_apart(a: &str, guards_a: &[bool], b: &str, guards_b: &[bool]) -> bool {
+fn one_letter_apart(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     if a.len() != b.len() {
         return false;
@@ -391,7 +386,8 @@ fn one_letter_apart(a: &str, guards_a: &[bool], b: &str, guards_b: &[bool]) -> b
     let (Some(i), None) = (differing.next(), differing.next()) else {
         return false;
     };
-    if guards_a[i] || guards_b[i] || !is_hangul(a[i]) || !is_hangul(b[i]) {
+    let guarded = |c: char| GUARDED.contains(c);
+    if guarded(a[i]) || guarded(b[i]) || !is_hangul(a[i]) || !is_hangul(b[i]) {
         return false;
     }
     let letters = |c: char| {

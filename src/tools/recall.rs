@@ -133,7 +133,9 @@ async fn recall(
     let mut candidates = ranking::fuse(found.nearest, by_words);
     // The store already filtered; checking again means a store bug fails closed.
     candidates.retain(|c| visibility.can_see(&c.hit.memory));
-    let evidence = Evidence::of(&candidates, words, &found.idf);
+    // Only a model that abstains needs the evidence (the terms of its closest memories).
+    let addressed = (service.thresholds.abstention)
+        .map(|a| a.addresses(Evidence::of(&candidates, words, &found.idf)));
 
     if candidates.is_empty() {
         let text = format!(
@@ -152,10 +154,7 @@ async fn recall(
         service.keyword_weight,
         now,
     );
-    if let Some(abstention) = &service.thresholds.abstention
-        && !ranking.results.is_empty()
-        && !abstention.addresses(evidence)
-    {
+    if addressed == Some(false) && !ranking.results.is_empty() {
         ranking.confidence = Confidence::NotAddressed;
     }
     if ranking.results.is_empty() {

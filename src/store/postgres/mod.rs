@@ -653,8 +653,8 @@ impl MemoryStore for PostgresStore {
                     terms: &terms,
                     k,
                 };
-                let found = index.search(&query, &seen);
-                let idf = found.idf.clone();
+                let mut found = index.search(&query, &seen);
+                let idf = std::mem::take(&mut found.idf);
                 (Located::all(index, found), idf)
             })
             .await?;
