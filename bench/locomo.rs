@@ -260,8 +260,11 @@ async fn models(data: &[Value], dirs: &str) -> Value {
                 let url = format!("sqlite:{}", copy.display());
                 let server = Server::start(&url, model, weight).await;
                 let started = Instant::now();
-                let (overall, _) = ask(&server, data, &memory_of, mode, None).await;
+                let (overall, by_category) = ask(&server, data, &memory_of, mode, None).await;
                 let o = overall.json();
+                let categories: serde_json::Map<String, Value> = (by_category.iter())
+                    .map(|(c, t)| (c.to_string(), t.json()))
+                    .collect();
                 println!(
                     "locomo {name} {recall} ({mode}): recall@5 {} recall@10 {} MRR {} ({:.0} s)",
                     o["recall@5"],
@@ -271,7 +274,7 @@ async fn models(data: &[Value], dirs: &str) -> Value {
                 );
                 runs.push(
                     json!({"model": name, "mode": mode, "recall": recall, "overall": o,
-                                 "ingest_seconds": round(ingest_s)}),
+                           "by_category": categories, "ingest_seconds": round(ingest_s)}),
                 );
             }
         }
