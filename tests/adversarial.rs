@@ -149,6 +149,69 @@ fn long_note(tenant: usize, note: usize) -> String {
         .join(" ")
 }
 
+/// A long Korean note of words no other note has: Korean is indexed by syllable pairs, so
+/// each note brings a few hundred new words.
+fn korean_note(note: usize) -> String {
+    (0..40)
+        .map(|w| {
+            (0..4)
+                .map(|c| {
+                    char::from_u32(0xAC00 + ((note * 160 + w * 4 + c) % 11_172) as u32).unwrap()
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test]
+async fn an_index_under_churn_keeps_only_what_it_holds() {
+    for store in ["sqlite", "postgres"] {
+        let served = serve(store, &[]).await;
+        let server = &served.server;
+        let stored = call(
+            server,
+            "churn",
+            "remember",
+            json!({"content": "스테이징 클러스터는 EKS에 있다"}),
+        )
+        .await;
+        assert!(
+            stored.starts_with("[MEMORY] Stored as "),
+            "{store}: {stored}"
+        );
+        call(server, "churn", "recall", json!({"query": "스테이징"})).await;
+        let fresh = server.metric("mcp_memory_index_bytes").await;
+        assert!(fresh > 0.0, "{store}: the tenant's index is held");
+        // Remember then forget, 300 times, in the tenant's index as this process keeps it.
+        for note in 0..300 {
+            let stored = call(
+                server,
+                "churn",
+                "remember",
+                json!({"content": korean_note(note)}),
+            )
+            .await;
+            let id = support::stored_id(&stored);
+            let forgot = call(server, "churn", "forget", json!({"id": id})).await;
+            assert!(forgot.starts_with("[MEMORY] Deleted"), "{store}: {forgot}");
+        }
+        let found = call(
+            server,
+            "churn",
+            "recall",
+            json!({"query": "스테이징 클러스터"}),
+        )
+        .await;
+        assert!(found.contains("EKS"), "{store}: {found}");
+        let churned = server.metric("mcp_memory_index_bytes").await;
+        assert!(
+            (churned - fresh).abs() <= 4096.0,
+            "{store}: {fresh} bytes fresh, {churned} after 300 notes came and went"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_index_budget_holds_however_memories_arrive() {
     for store in ["sqlite", "postgres"] {

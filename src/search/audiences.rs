@@ -15,6 +15,8 @@ const PROJECT: Audience = 0;
 /// A conversation note without a conversation: no request can see it.
 const NOBODY: Audience = u32::MAX;
 const NEVER: i64 = i64::MAX;
+/// A conversation's entries in the map, by number and in `totals`, besides its id.
+const PER_CONVERSATION: usize = 96;
 
 /// How many memories an audience holds, and how many terms they have together.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +44,19 @@ pub struct Audiences {
     /// Each memory's expiry (ms), by position; `NEVER` for most.
     expires: Vec<i64>,
     conversations: HashMap<Box<str>, Audience>,
+    /// Each conversation's id, by its number less one (empty once released), so the
+    /// numbers of conversations whose last note went are reused and their ids let go.
+    spellings: Vec<Box<str>>,
+    free: Vec<Audience>,
+    /// What the conversations take, kept as they come and go (`conversation_bytes`).
+    conversation_bytes: usize,
     totals: HashMap<Audience, Totals>,
     /// The part of `totals` that expires, by audience and expiry.
     expiring: BTreeMap<(Audience, i64), Totals>,
+}
+
+fn conversation_bytes(id: &str) -> usize {
+    PER_CONVERSATION + 2 * id.len()
 }
 
 /// What one request may see, in the index's numbers: the project, and its conversation's
@@ -69,10 +81,7 @@ impl Audiences {
         let audience = match (scope, conversation) {
             (Scope::Project, _) => PROJECT,
             (Scope::Conversation, None) => NOBODY,
-            (Scope::Conversation, Some(c)) => {
-                let next = self.conversations.len() as Audience + 1;
-                *self.conversations.entry(c.into()).or_insert(next)
-            }
+            (Scope::Conversation, Some(c)) => self.conversation(c),
         };
         let expires = expires_at.unwrap_or(NEVER);
         self.totals.entry(audience).or_default().add(terms as u64);
@@ -83,12 +92,43 @@ impl Audiences {
         self.expires.push(expires);
     }
 
-    /// Removes the memory at `gone`, which had `terms` terms; the last takes its place.
+    /// The number of conversation `id`, a new one if no memory has it.
+    fn conversation(&mut self, id: &str) -> Audience {
+        if let Some(audience) = self.conversations.get(id) {
+            return *audience;
+        }
+        let audience = match self.free.pop() {
+            Some(audience) => {
+                self.spellings[audience as usize - 1] = id.into();
+                audience
+            }
+            None => {
+                self.spellings.push(id.into());
+                // Numbers are reused, so there are never more than the memories.
+                self.spellings.len() as Audience
+            }
+        };
+        self.conversations.insert(id.into(), audience);
+        self.conversation_bytes += conversation_bytes(id);
+        audience
+    }
+
+    /// Removes the memory at `gone`, which had `terms` terms; the last takes its place. A
+    /// conversation left with no note is released.
     pub fn swap_remove(&mut self, gone: Position, terms: u32) {
         let audience = self.of.swap_remove(gone.index());
         let expires = self.expires.swap_remove(gone.index());
         if let Some(total) = self.totals.get_mut(&audience) {
             total.take(u64::from(terms));
+            if total.memories == 0 && audience != PROJECT {
+                self.totals.remove(&audience);
+                if audience != NOBODY {
+                    let id = std::mem::take(&mut self.spellings[audience as usize - 1]);
+                    self.conversations.remove(&id);
+                    self.conversation_bytes -= conversation_bytes(&id);
+                    self.free.push(audience);
+                }
+            }
         }
         if let Some(total) = self.expiring.get_mut(&(audience, expires)) {
             total.take(u64::from(terms));
@@ -114,6 +154,25 @@ impl Audiences {
         let audience = self.of[position];
         (audience == PROJECT || Some(audience) == viewer.mine)
             && viewer.at.is_none_or(|at| self.expires[position] > at)
+    }
+
+    /// How many conversations have a note.
+    pub fn conversations(&self) -> usize {
+        self.conversations.len()
+    }
+
+    /// What the conversations take: their ids, twice (in the map and by number).
+    pub fn conversation_bytes(&self) -> usize {
+        self.conversation_bytes
+    }
+
+    /// `conversation_bytes` counted the long way, to check the running count.
+    #[cfg(test)]
+    pub fn recount_conversations(&self) -> usize {
+        self.conversations
+            .keys()
+            .map(|id| conversation_bytes(id))
+            .sum()
     }
 
     /// How many (audience, expiry) sums are kept: about one per memory that expires.

@@ -243,6 +243,7 @@ impl SearchIndex {
             + self.vectors.exact_heap_bytes()
             + self.len() * PER_MEMORY
             + self.audiences.expiring() * PER_EXPIRY
+            + self.audiences.conversation_bytes()
             + self.id_bytes
             + self.postings.bytes()
     }
@@ -266,6 +267,7 @@ impl SearchIndex {
             + self.vectors.exact_heap_bytes()
             + self.len() * PER_MEMORY
             + self.audiences.expiring() * PER_EXPIRY
+            + self.audiences.recount_conversations()
             + ids
             + self.postings.recount()
     }
@@ -404,6 +406,42 @@ mod tests {
         assert_eq!(found(&index), by_brute_force(&left, &query));
         assert_eq!(index.position("m4"), Some(Position(1)));
         assert_eq!(index.len(), 4);
+    }
+
+    #[test]
+    fn an_index_under_churn_weighs_what_a_fresh_one_does() {
+        // A long Korean note of its own words each time, remembered then forgotten, in its
+        // own conversation, beside one memory that stays.
+        let kept = "스테이징 클러스터는 EKS에 있고 노드는 세 대다";
+        let note = |i: usize| -> String {
+            (0..200)
+                .map(|j| char::from_u32(0xAC00 + ((i * 200 + j) % 11_000) as u32).unwrap())
+                .collect::<String>()
+                + &format!(" 배포 {i}")
+        };
+        let fresh = indexed(&[kept]);
+        let mut churned = indexed(&[kept]);
+        for i in 0..300 {
+            let id = format!("n{i}");
+            let conversation = format!("c{i}");
+            let entry = Entry {
+                conversation: Some(&conversation),
+                scope: Scope::Conversation,
+                ..entry(&id)
+            };
+            churned.push(entry, &[0.5, 0.5], &keywords::terms(&note(i)));
+            assert!(churned.bytes() > fresh.bytes() + 1000);
+            churned.remove(&id);
+        }
+        assert_eq!(churned.bytes(), fresh.bytes());
+        assert_eq!(churned.bytes(), churned.recount());
+        assert_eq!(churned.postings.words(), fresh.postings.words());
+        assert_eq!(churned.audiences.conversations(), 0);
+        // What stays is found as before.
+        let query = keywords::query_terms("스테이징 노드");
+        let found = churned.keyword_matches(&query, &everyone(), 10).0;
+        assert_eq!(found.len(), 1);
+        assert_eq!(churned.id(found[0].0), "m0");
     }
 
     /// Deterministic pseudo-random numbers in [-1, 1).

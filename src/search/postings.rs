@@ -21,7 +21,9 @@ struct Posting {
 #[derive(Default)]
 pub struct Postings {
     words: HashMap<Box<str>, Word>,
-    lists: Vec<Vec<Posting>>,
+    lists: Vec<List>,
+    /// Words whose last memory went: their numbers, for the next new words.
+    free: Vec<Word>,
     /// Terms in each memory, repeats included (BM25's document length), by position.
     lengths: Vec<u32>,
     /// Each memory's distinct words, by position, to find its postings when it goes.
@@ -31,6 +33,14 @@ pub struct Postings {
     bytes: usize,
 }
 
+/// A word's memories, and its spelling, to release the word when its last memory goes: an
+/// index under churn (every `replaces`, notes that come and go) keeps only what it holds.
+#[derive(Default)]
+struct List {
+    spelling: Box<str>,
+    postings: Vec<Posting>,
+}
+
 /// A memory the query's words found, with its BM25 score.
 pub struct Scored {
     pub position: Position,
@@ -38,36 +48,49 @@ pub struct Scored {
 }
 
 impl Postings {
-    /// Adds the terms of the memory at `position`, the next one.
+    /// Adds the terms of the memory at `position`, the next one. Sorted and counted in
+    /// runs, so a long memory of many distinct terms (Korean is indexed by syllable pairs)
+    /// costs its length, not its length squared.
     pub fn push(&mut self, position: Position, terms: &[String]) {
         self.lengths
             .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
-        let mut counted: Vec<(Word, u32)> = Vec::new();
-        for term in terms {
-            let word = match self.words.get(term.as_str()) {
-                Some(word) => *word,
-                None => {
-                    let word = self.lists.len() as Word;
-                    self.words.insert(term.as_str().into(), word);
-                    self.lists.push(Vec::new());
-                    self.bytes += WORD_BYTES + term.len() + LIST_BYTES;
-                    word
-                }
-            };
-            match counted.iter_mut().find(|(w, _)| *w == word) {
-                Some((_, n)) => *n += 1,
-                None => counted.push((word, 1)),
-            }
-        }
-        for (word, frequency) in &counted {
-            self.lists[*word as usize].push(Posting {
+        let mut sorted: Vec<&str> = terms.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let mut distinct: Vec<Word> = Vec::new();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let word = self.word(run[0]);
+            self.lists[word as usize].postings.push(Posting {
                 position,
-                frequency: *frequency,
+                frequency: u32::try_from(run.len()).unwrap_or(u32::MAX),
             });
+            distinct.push(word);
         }
-        self.bytes += memory_bytes(counted.len());
-        self.distinct
-            .push(counted.into_iter().map(|(w, _)| w).collect());
+        self.bytes += memory_bytes(distinct.len());
+        self.distinct.push(distinct.into_boxed_slice());
+    }
+
+    /// The number of `term`, a new one if it is not held.
+    fn word(&mut self, term: &str) -> Word {
+        if let Some(word) = self.words.get(term) {
+            return *word;
+        }
+        let list = List {
+            spelling: term.into(),
+            postings: Vec::new(),
+        };
+        let word = match self.free.pop() {
+            Some(word) => {
+                self.lists[word as usize] = list;
+                word
+            }
+            None => {
+                self.lists.push(list);
+                (self.lists.len() - 1) as Word
+            }
+        };
+        self.words.insert(term.into(), word);
+        self.bytes += word_bytes(term);
+        word
     }
 
     /// How many terms the memory at `position` has.
@@ -75,18 +98,30 @@ impl Postings {
         self.lengths[position.index()]
     }
 
-    /// Removes the memory at `gone`; the last one (at `last`) takes its place.
+    /// Removes the memory at `gone`; the last one (at `last`) takes its place. A word left
+    /// with no memory is released.
     pub fn swap_remove(&mut self, gone: Position, last: Position) {
         self.bytes -= memory_bytes(self.distinct[gone.index()].len());
-        for word in &self.distinct[gone.index()] {
+        let words = self.distinct.swap_remove(gone.index());
+        for word in &words {
             let list = &mut self.lists[*word as usize];
-            if let Some(at) = list.iter().position(|p| p.position == gone) {
-                list.swap_remove(at);
+            if let Some(at) = list.postings.iter().position(|p| p.position == gone) {
+                list.postings.swap_remove(at);
+            }
+            if list.postings.is_empty() {
+                let List { spelling, .. } = std::mem::take(list);
+                self.words.remove(&spelling);
+                self.bytes -= word_bytes(&spelling);
+                self.free.push(*word);
+            } else if list.postings.capacity() > 4 * list.postings.len().max(4) {
+                list.postings.shrink_to_fit();
             }
         }
         if gone != last {
-            for word in &self.distinct[last.index()] {
+            // The last memory's words are now at `gone`, where `swap_remove` moved them.
+            for word in &self.distinct[gone.index()] {
                 if let Some(posting) = self.lists[*word as usize]
+                    .postings
                     .iter_mut()
                     .find(|p| p.position == last)
                 {
@@ -95,7 +130,12 @@ impl Postings {
             }
         }
         self.lengths.swap_remove(gone.index());
-        self.distinct.swap_remove(gone.index());
+    }
+
+    /// How many words it holds.
+    #[cfg(test)]
+    pub fn words(&self) -> usize {
+        self.words.len()
     }
 
     /// The memories `seen` accepts that hold a word of `query` (distinct terms) and can be
@@ -111,7 +151,7 @@ impl Postings {
     ) -> (Vec<Scored>, Vec<f64>) {
         let lists: Vec<Option<&Vec<Posting>>> = query
             .iter()
-            .map(|t| self.words.get(t.as_str()).map(|w| &self.lists[*w as usize]))
+            .map(|t| (self.words.get(t.as_str())).map(|w| &self.lists[*w as usize].postings))
             .collect();
         let corpus = Corpus {
             memories: visible.memories,
@@ -171,22 +211,25 @@ impl Postings {
     /// `bytes` counted the long way, to check the running count.
     #[cfg(test)]
     pub fn recount(&self) -> usize {
-        let words: usize = self.words.keys().map(|w| WORD_BYTES + w.len()).sum();
-        let lists: usize = self
-            .lists
-            .iter()
-            .map(|p| LIST_BYTES + POSTING_BYTES * p.len())
+        let words: usize = self.words.keys().map(|w| word_bytes(w)).sum();
+        let lists: usize = (self.lists.iter())
+            .map(|l| POSTING_BYTES * l.postings.len())
             .sum();
         let distinct: usize = self.distinct.iter().map(|d| 16 + 4 * d.len()).sum();
         words + lists + distinct
     }
 }
 
-/// A word's entry in the map, and its list's header; a posting; what a memory of
-/// `distinct` words adds besides new words: a posting in each list, and its list of words.
+/// A word's entry in the map, and its list's header with its spelling; a posting; what a
+/// memory of `distinct` words adds besides new words: a posting in each list, and its list
+/// of words.
 const WORD_BYTES: usize = 64;
-const LIST_BYTES: usize = 24;
+const LIST_BYTES: usize = 40;
 const POSTING_BYTES: usize = 8;
+
+fn word_bytes(spelling: &str) -> usize {
+    WORD_BYTES + LIST_BYTES + 2 * spelling.len()
+}
 
 fn memory_bytes(distinct: usize) -> usize {
     distinct * POSTING_BYTES + 16 + 4 * distinct

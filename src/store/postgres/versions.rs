@@ -136,25 +136,52 @@ pub(super) async fn lock_version<'e>(
     .await
 }
 
-/// Builds the tenant's index from its rows. Rows are indexed as they stream in, never all
-/// held at once, a page of `PAGE` by id at a time, so no statement of a large tenant's
-/// build runs into `DATABASE_STATEMENT_TIMEOUT_MS` (one statement for a million memories
-/// took longer than its default 10 s). The pages agree with each other: a search's build
-/// reads them all in its one repeatable-read snapshot (`Database::snapshot`), and a write's
-/// in its transaction, which holds the tenant's version row, so no writer can change the
-/// tenant between two pages. Vectors travel in pgvector's binary form (the `pgvector`
-/// crate's codec); terms are in the row, and a row an older release wrote without them is
-/// indexed from its content.
+/// Builds the tenant's index from its rows, which stream to a blocking thread that indexes
+/// them a batch at a time, never all held at once, a page of `PAGE` by id per statement, so
+/// no statement of a large tenant's build runs into `DATABASE_STATEMENT_TIMEOUT_MS` (one
+/// statement for a million memories took longer than its default 10 s). The pages agree
+/// with each other: a search's build reads them all in its one repeatable-read snapshot
+/// (`Database::snapshot`), and a write's in its transaction, which holds the tenant's
+/// version row, so no writer can change the tenant between two pages. Vectors travel in
+/// pgvector's binary form (the `pgvector` crate's codec); terms are in the row, and a row
+/// an older release wrote without them is indexed from its content.
 pub(super) async fn load(
     conn: &mut PgConnection,
     tenant: &str,
     width: usize,
     files: &VectorFiles,
 ) -> Result<SearchIndex, sqlx::Error> {
+    // The rows go in batches to a blocking thread, which builds the index: a large tenant's
+    // build is seconds of CPU, and every other tenant's calls and `/health` are served by
+    // the async threads it would otherwise hold.
+    let (batches, mut arriving) = tokio::sync::mpsc::channel::<Vec<Indexed>>(2);
+    let files = files.clone();
+    let builder = tokio::task::spawn_blocking(move || {
+        let mut index = SearchIndex::new(width, &files);
+        while let Some(batch) = arriving.blocking_recv() {
+            for row in &batch {
+                row.push(&mut index);
+            }
+        }
+        index
+    });
+    let read = read_rows(conn, tenant, batches).await;
+    let index = match builder.await {
+        Ok(index) => index,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    read.map(|()| index)
+}
+
+/// Every row of the tenant into `batches`, a page of `PAGE` by id per statement.
+async fn read_rows(
+    conn: &mut PgConnection,
+    tenant: &str,
+    batches: tokio::sync::mpsc::Sender<Vec<Indexed>>,
+) -> Result<(), sqlx::Error> {
     let statement = format!(
         "SELECT {INDEXED} FROM memories WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT {PAGE}"
     );
-    let mut index = SearchIndex::new(width, files);
     // Every id is above the empty string.
     let mut after = String::new();
     loop {
@@ -162,19 +189,34 @@ pub(super) async fn load(
             .bind(tenant)
             .bind(&after)
             .fetch(&mut *conn);
-        let (mut read, mut last): (i64, _) = (0, None);
+        let (mut read, mut last, mut batch) = (0i64, None, Vec::with_capacity(BATCH));
         while let Some(row) = rows.try_next().await? {
-            let indexed = Indexed::read(&row)?;
-            indexed.push(&mut index);
-            (read, last) = (read + 1, Some(indexed.id));
+            batch.push(Indexed::read(&row)?);
+            read += 1;
+            if batch.len() == BATCH {
+                last = Some(batch[BATCH - 1].id.clone());
+                // The builder stops early only by panicking, which `load` passes on.
+                if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                    return Ok(());
+                }
+            }
         }
         drop(rows);
+        if let Some(row) = batch.last() {
+            last = Some(row.id.clone());
+            if batches.send(batch).await.is_err() {
+                return Ok(());
+            }
+        }
         match last {
             Some(id) if read == PAGE => after = id,
-            _ => return Ok(index),
+            _ => return Ok(()),
         }
     }
 }
+
+/// Rows sent to the builder at a time: enough that the hand-off costs nothing next to them.
+const BATCH: usize = 1_000;
 
 /// Rows a build reads per statement: about a second's worth for a large tenant. The unit
 /// tests page every few rows, so the store suite builds its indexes across pages.
