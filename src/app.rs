@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use crate::config::{Config, Timeouts};
-use crate::docs;
 use crate::embed::{self, TimedEmbedder};
+use crate::library;
 use crate::metrics::Metrics;
 use crate::store::sweep::Sweeper;
 use crate::store::{self, StoreError, TimedStore};
@@ -79,7 +79,7 @@ impl App {
                     inner: embedder,
                     metrics: Arc::clone(&metrics),
                 }),
-                config.knowledge_base.as_ref().and_then(docs::open),
+                config.knowledge_base.as_ref().and_then(library::open),
                 Judgement {
                     thresholds: config.thresholds,
                     duplicates: config.duplicates,

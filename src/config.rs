@@ -1,6 +1,6 @@
 //! The configuration, read once and validated before the port is bound
 //! (docs/behavior.md#configuration-rules). Each part owns its variables and the rules that
-//! pick its implementation: `store::Variables`, `embed::Variables`, `docs::Variables`;
+//! pick its implementation: `store::Variables`, `embed::Variables`, `library::Variables`;
 //! this module declares the server's own, puts them together, and reads them all through
 //! clap, so one declaration gives a variable its default, its refusal and its `--help` line.
 //! Every refusal is one line naming the variable.
@@ -17,8 +17,8 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 
-use crate::docs::{self, KnowledgeBase};
 use crate::embed::Calibration;
+use crate::library::{self, KnowledgeBase};
 use crate::ranking::Thresholds;
 use crate::variables::{flag, positive, text};
 use crate::{embed, store};
@@ -109,7 +109,7 @@ pub struct Variables {
     #[command(flatten, next_help_heading = "Embedder")]
     pub embedder: embed::Variables,
     #[command(flatten, next_help_heading = "Documentation library")]
-    pub docs: docs::Variables,
+    pub library: library::Variables,
 }
 
 /// What the variables chose. No `Debug`: it holds the API keys.
@@ -171,7 +171,7 @@ impl Variables {
         let expiry_sweep = Duration::from_secs(self.store.expiry_sweep_seconds as u64);
         let s3 = self.store.chooses_s3();
         let store = self.store.resolve(&region, &mut warnings)?;
-        let knowledge_base = self.docs.resolve(&region, &mut warnings)?;
+        let knowledge_base = self.library.resolve(&region, &mut warnings)?;
         let embedder = self.embedder.resolve(&region, s3)?;
         let calibration = embedder.calibration();
         if calibration.is_none() && self.recall_min_similarity.is_none() {

@@ -1,5 +1,5 @@
 //! How a setting's value is read: the parsers every owner of settings (`config`, `store`,
-//! `embed`, `docs`) declares its variables with, so one refusal reads alike whoever owns the
+//! `embed`, `library`) declares its variables with, so one refusal reads alike whoever owns the
 //! variable: one line naming it, the rule, and what was given.
 
 /// A positive integer, for `name`.

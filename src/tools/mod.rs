@@ -23,8 +23,8 @@ use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
 use crate::dedup;
-use crate::docs::{DocsError, Library};
 use crate::embed::{EmbedError, Embedder};
+use crate::library::{DocsError, Library};
 use crate::log;
 use crate::memory::Memory;
 use crate::metrics::{Metrics, Outcome};

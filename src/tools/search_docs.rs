@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::schema::{self, Definition, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
-use crate::docs::Library;
+use crate::library::Library;
 
 pub const MAX_QUERY_CHARS: usize = 1_000;
 const DEFAULT_LIMIT: usize = 5;
@@ -141,7 +141,7 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::docs::{DocsError, Excerpt};
+    use crate::library::{DocsError, Excerpt};
     use async_trait::async_trait;
     use serde_json::json;
     use std::sync::Mutex;
