@@ -11,8 +11,6 @@ use crate::memory::{Conversation, Tenant, Visibility};
 const EXPLICIT_TENANT: &str = "x-memory-tenant";
 const STAMPED_TENANT: &str = "x-tenant-id";
 const CONVERSATION: &str = "x-conversation-id";
-const MAX_TENANT_CHARS: usize = 128;
-const MAX_CONVERSATION_CHARS: usize = 512;
 
 /// The caller's identity as resolved at the HTTP edge, or the refusal to show the model
 /// when a tool runs (handshakes and listings need no identity).
@@ -54,10 +52,10 @@ pub fn configured(
          by the rules of the X-Memory-Tenant header",
     )?;
     let conversation = (conversation.filter(|c| !c.is_empty()))
-        .map(|c| conversation_named("MEMORY_CONVERSATION", c))
+        .map(|c| Conversation::parse("MEMORY_CONVERSATION", c))
         .transpose()?;
     Ok(RequestContext {
-        tenant: tenant_named("MEMORY_TENANT", tenant)?,
+        tenant: Tenant::parse("MEMORY_TENANT", tenant)?,
         conversation,
     })
 }
@@ -93,56 +91,14 @@ fn tenant(headers: &HeaderMap) -> Result<Tenant, String> {
             }
         },
     };
-    tenant_named(header, value)
-}
-
-/// `value` as a tenant, by the rules of the tenant header; a refusal names `what`. The
-/// header's rules are every tenant's: an import is held to them too.
-pub fn tenant_named(what: &str, value: String) -> Result<Tenant, String> {
-    if value.chars().count() > MAX_TENANT_CHARS {
-        return Err(format!(
-            "{what} is too long (max {MAX_TENANT_CHARS} characters)."
-        ));
-    }
-    if !is_slug(&value) {
-        return Err(format!(
-            "{what} must start with a letter or digit and contain only letters, digits, \
-             '.', '_' or '-'."
-        ));
-    }
-    if value == "." || value == ".." {
-        return Err(format!("{what} is not a valid tenant."));
-    }
-    Ok(Tenant::new_unchecked(value))
-}
-
-fn is_slug(value: &str) -> bool {
-    let mut chars = value.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    Tenant::parse(header, value)
 }
 
 fn conversation(headers: &HeaderMap) -> Result<Option<Conversation>, String> {
     let Some(value) = single(headers, CONVERSATION)?.filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
-    conversation_named(CONVERSATION, value).map(Some)
-}
-
-/// `value` as a conversation id, by the rules of the conversation header; a refusal names
-/// `what`.
-pub fn conversation_named(what: &str, value: String) -> Result<Conversation, String> {
-    if value.chars().count() > MAX_CONVERSATION_CHARS {
-        return Err(format!(
-            "{what} is too long (max {MAX_CONVERSATION_CHARS} characters)."
-        ));
-    }
-    if !value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err(format!(
-            "{what} may carry printable ASCII only, with no whitespace."
-        ));
-    }
-    Ok(Conversation::new_unchecked(value))
+    Conversation::parse(CONVERSATION, value).map(Some)
 }
 
 #[cfg(test)]
@@ -317,8 +273,8 @@ mod tests {
                 Ok(ctx) => {
                     let given = String::from_utf8_lossy(&tenant);
                     proptest::prop_assert_eq!(ctx.tenant.as_str(), trim(&given));
-                    proptest::prop_assert!(is_slug(ctx.tenant.as_str()));
-                    proptest::prop_assert!(ctx.tenant.as_str().len() <= MAX_TENANT_CHARS);
+                    proptest::prop_assert!(Tenant::parse("t", ctx.tenant.as_str().to_owned()).is_ok());
+                    proptest::prop_assert!(ctx.tenant.as_str().len() <= crate::memory::MAX_TENANT_CHARS);
                     if let Some(conversation) = ctx.conversation {
                         proptest::prop_assert!(conversation.as_str().bytes().all(|b| (0x21..=0x7e).contains(&b)));
                     }

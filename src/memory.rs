@@ -123,12 +123,37 @@ impl fmt::Display for Model {
     }
 }
 
-/// A validated tenant name (docs/behavior.md#identity). Only `context` constructs one from a header.
+/// The longest tenant name and conversation id (docs/behavior.md#identity).
+pub const MAX_TENANT_CHARS: usize = 128;
+pub const MAX_CONVERSATION_CHARS: usize = 512;
+
+/// A validated tenant name (docs/behavior.md#identity): `context` makes one from a header,
+/// an import from its file, both by `parse`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tenant(String);
 
 impl Tenant {
-    /// Callers must have validated the value; see `context::resolve`.
+    /// `value` as a tenant, by the rules of the tenant header, which are every tenant's; a
+    /// refusal names `what`.
+    pub fn parse(what: &str, value: String) -> Result<Tenant, String> {
+        if value.chars().count() > MAX_TENANT_CHARS {
+            return Err(format!(
+                "{what} is too long (max {MAX_TENANT_CHARS} characters)."
+            ));
+        }
+        if !is_slug(&value) {
+            return Err(format!(
+                "{what} must start with a letter or digit and contain only letters, digits, \
+                 '.', '_' or '-'."
+            ));
+        }
+        if value == "." || value == ".." {
+            return Err(format!("{what} is not a valid tenant."));
+        }
+        Ok(Tenant(value))
+    }
+
+    /// A name a store read back, or a test's; anything from outside goes through `parse`.
     pub(crate) fn new_unchecked(value: String) -> Self {
         Tenant(value)
     }
@@ -143,6 +168,23 @@ impl Tenant {
 pub struct Conversation(String);
 
 impl Conversation {
+    /// `value` as a conversation id, by the rules of the conversation header; a refusal
+    /// names `what`.
+    pub fn parse(what: &str, value: String) -> Result<Conversation, String> {
+        if value.chars().count() > MAX_CONVERSATION_CHARS {
+            return Err(format!(
+                "{what} is too long (max {MAX_CONVERSATION_CHARS} characters)."
+            ));
+        }
+        if !value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "{what} may carry printable ASCII only, with no whitespace."
+            ));
+        }
+        Ok(Conversation(value))
+    }
+
+    /// An id a store read back, or a test's; anything from outside goes through `parse`.
     pub(crate) fn new_unchecked(value: String) -> Self {
         Conversation(value)
     }
@@ -150,6 +192,12 @@ impl Conversation {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+fn is_slug(value: &str) -> bool {
+    let mut chars = value.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// What one request may see: the project's memories, plus its own conversation's notes

@@ -12,7 +12,7 @@ use crate::memory::{Tenant, iso, now_ms};
 
 pub async fn run(variables: Variables, tenants: Vec<String>, out: Option<PathBuf>) -> ExitCode {
     let only: Vec<Tenant> = match (tenants.into_iter())
-        .map(|t| crate::context::tenant_named("--tenant", t))
+        .map(|t| crate::memory::Tenant::parse("--tenant", t))
         .collect()
     {
         Ok(only) => only,

@@ -84,7 +84,7 @@ impl Line {
     /// `dimension` values); a refusal names the field.
     pub fn into_portable(self, dimension: usize) -> Result<Portable, String> {
         let field = |name: &str, message: String| format!("{name}: {message}");
-        let tenant = crate::context::tenant_named("the tenant", self.tenant)
+        let tenant = crate::memory::Tenant::parse("the tenant", self.tenant)
             .map_err(|e| field("tenant", e))?;
         // In its canonical form: every store keys memories by the id as written.
         if ulid::Ulid::from_string(&self.id).map(|u| u.to_string()) != Ok(self.id.clone()) {
@@ -117,7 +117,7 @@ impl Line {
         })?;
         let conversation = self
             .conversation
-            .map(|c| crate::context::conversation_named("the conversation", c))
+            .map(|c| crate::memory::Conversation::parse("the conversation", c))
             .transpose()
             .map_err(|e| field("conversation", e))?;
         if scope == Scope::Conversation && conversation.is_none() {
