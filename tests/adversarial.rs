@@ -212,6 +212,129 @@ async fn an_index_under_churn_keeps_only_what_it_holds() {
     }
 }
 
+/// A Korean text of `chars` syllables in words of four, different for each `seed`: a few
+/// thousand distinct syllable pairs to index.
+fn long_korean(seed: usize, chars: usize) -> String {
+    let mut state = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut text = String::new();
+    for i in 0..chars {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        text.push(char::from_u32(0xAC00 + (state % 11_172) as u32).unwrap());
+        if i % 4 == 3 {
+            text.push(' ');
+        }
+    }
+    text
+}
+
+/// Memories of the large tenant: enough that its build outlasts a few other calls by far.
+const BIG: usize = 120;
+
+/// Runs a command of the binary to its end; panics unless it succeeds.
+async fn run(env: &HashMap<String, String>, args: &[&str]) {
+    let out = support::process::command(env)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {said}");
+}
+
+/// A tenant of long Korean memories is imported while the server is down, so its first
+/// recall builds its index; while that build runs, another tenant's calls and `/health` are
+/// answered. Event-ordered: the build is seen under way (`mcp_memory_index_builds_running`),
+/// the other calls are made, and the build is seen still under way once they answered.
+#[tokio::test]
+async fn a_large_tenant_building_its_index_holds_no_one_up() {
+    for store in ["sqlite", "postgres"] {
+        let Served {
+            server,
+            mut env,
+            _dir: dir,
+            _stub,
+        } = serve(store, &[]).await;
+        for (tenant_name, content) in [
+            ("small", "the staging cluster runs on EKS".to_owned()),
+            ("big", long_korean(0, 8000)),
+        ] {
+            let stored = call(
+                &server,
+                tenant_name,
+                "remember",
+                json!({"content": content}),
+            )
+            .await;
+            assert!(
+                stored.starts_with("[MEMORY] Stored as "),
+                "{store}: {stored}"
+            );
+        }
+        assert_eq!(server.terminate().await.code, Some(0));
+        // More of the same memory, each with other text, by export and import.
+        let file = dir.path().join("big.jsonl");
+        let file = file.to_str().unwrap();
+        run(&env, &["export", "--out", file, "--tenant", "big"]).await;
+        let text = std::fs::read_to_string(file).unwrap();
+        let (header, line) = text.split_once('\n').unwrap();
+        let template: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+        let mut lines = vec![header.to_owned()];
+        for n in 1..BIG {
+            let mut memory = template.clone();
+            memory["id"] = json!(mcp_memory::memory::new_id(1_700_000_000_000 + n as i64));
+            memory["content"] = json!(long_korean(n, 8000));
+            lines.push(memory.to_string());
+        }
+        std::fs::write(file, lines.join("\n") + "\n").unwrap();
+        run(&env, &["import", "--in", file]).await;
+
+        let server = std::sync::Arc::new(start(&mut env).await);
+        let recalling = std::sync::Arc::clone(&server);
+        let big = tokio::spawn(async move {
+            // The first memory's own text: its vector is the one every memory carries.
+            let query = long_korean(0, 8000);
+            call(&recalling, "big", "recall", json!({"query": query})).await
+        });
+        let asked = std::time::Instant::now();
+        while server.metric("mcp_memory_index_builds_running").await < 1.0 {
+            assert!(
+                !big.is_finished(),
+                "{store}: the build was never seen under way"
+            );
+            tokio::task::yield_now().await;
+        }
+        let (building, started) = (asked.elapsed(), std::time::Instant::now());
+        let stats = call(&server, "small", "memory_stats", json!({})).await;
+        assert!(stats.contains('1'), "{store}: {stats}");
+        let health = reqwest::get(format!("{}/health", server.url))
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200, "{store}");
+        let found = call(
+            &server,
+            "small",
+            "recall",
+            json!({"query": "staging cluster"}),
+        )
+        .await;
+        assert!(found.contains("EKS"), "{store}: {found}");
+        assert!(
+            server.metric("mcp_memory_index_builds_running").await >= 1.0,
+            "{store}: the other tenant was answered only after the large build ended"
+        );
+        let answered = started.elapsed();
+        let found = big.await.unwrap();
+        assert!(found.contains("[id:"), "{store}: {found}");
+        eprintln!(
+            "{store}: building from {building:?}, the others answered in {answered:?}, \
+             the large recall in {:?}",
+            asked.elapsed()
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_index_budget_holds_however_memories_arrive() {
     for store in ["sqlite", "postgres"] {

@@ -192,6 +192,12 @@ impl Metrics {
                     usage.builds,
                 ),
                 (
+                    "index_builds_running",
+                    "gauge",
+                    "Tenant indexes being built from the store now (at most two at once; others wait).",
+                    usage.building as u64,
+                ),
+                (
                     "index_catch_ups_total",
                     "counter",
                     "Tenant indexes brought up to date with another process's writes instead of built.",

@@ -3,12 +3,13 @@
 //! built from it on first use, this process's own writes update it in place, and a search
 //! that finds the store at another version than the label (another process wrote) builds
 //! it again. What "version" means is the store's: both keep a per-tenant `memory_versions`
-//! row that triggers bump; SQLite reads it under its connection's lock (`current`),
-//! PostgreSQL by a query (`Coherence`, `search`). Past the budget the least recently used
+//! row that triggers bump; SQLite reads it under its connection's lock and builds on a
+//! connection of its own (`store/sqlite/builds.rs`), PostgreSQL by a query (`Coherence`,
+//! `search`). Builds take turns (`BUILDS_AT_ONCE`). Past the budget the least recently used
 //! tenants are dropped, to be rebuilt when next needed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
@@ -44,6 +45,12 @@ impl Indexing {
 /// handing it to another thread cost more than that: 12 % fewer PostgreSQL recalls/s at
 /// 10k memories when every scan was handed off (BENCHMARKS.md, issue 15).
 pub const HAND_OFF_BYTES: usize = 32 << 20;
+
+/// Indexes a process builds from its store at once. A build holds its whole index on the
+/// heap before it is weighed against the budget and reads every row of its tenant, so a
+/// restart into many first recalls builds two at a time (one per core here) while every
+/// other call is served; the rest wait their turn (README, Operations, "Memory use").
+pub const BUILDS_AT_ONCE: usize = 2;
 
 /// What a cached index weighs against the budget, without walking it: it is weighed after
 /// every write. An index that holds no memory is not kept.
@@ -101,6 +108,8 @@ pub struct Usage {
     pub builds: u64,
     /// Indexes brought up to date with another process's writes instead.
     pub catch_ups: u64,
+    /// Indexes being built now (`BUILDS_AT_ONCE` at most, waiting ones not counted).
+    pub building: usize,
 }
 
 /// One tenant's place in the cache.
@@ -181,7 +190,7 @@ impl<T> Slot<T> {
         self.weight.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn holds_nothing(&self) -> bool {
+    pub fn holds_nothing(&self) -> bool {
         self.held
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -209,6 +218,21 @@ pub struct TenantCache<T> {
     files: VectorFiles,
     builds: AtomicU64,
     catch_ups: AtomicU64,
+    /// Turns to build (`BUILDS_AT_ONCE`), and how many are taken.
+    turns: tokio::sync::Semaphore,
+    building: AtomicUsize,
+}
+
+/// A build's turn (`TenantCache::building`), given back when dropped.
+pub struct Building<'a> {
+    _turn: tokio::sync::SemaphorePermit<'a>,
+    building: &'a AtomicUsize,
+}
+
+impl Drop for Building<'_> {
+    fn drop(&mut self) {
+        self.building.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 struct State<T> {
@@ -250,6 +274,24 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             files,
             builds: AtomicU64::new(0),
             catch_ups: AtomicU64::new(0),
+            turns: tokio::sync::Semaphore::new(BUILDS_AT_ONCE),
+            building: AtomicUsize::new(0),
+        }
+    }
+
+    /// Waits for a turn to build an index from the store (`BUILDS_AT_ONCE`), held until the
+    /// guard is dropped.
+    pub async fn building(&self) -> Building<'_> {
+        // The semaphore is never closed.
+        let turn = self
+            .turns
+            .acquire()
+            .await
+            .expect("build turns are never closed");
+        self.building.fetch_add(1, Ordering::Relaxed);
+        Building {
+            _turn: turn,
+            building: &self.building,
         }
     }
 
@@ -267,6 +309,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             mapped: self.files.mapped_bytes(),
             builds: self.builds.load(Ordering::Relaxed),
             catch_ups: self.catch_ups.load(Ordering::Relaxed),
+            building: self.building.load(Ordering::Relaxed),
         }
     }
 
@@ -370,10 +413,9 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     }
 
     /// The tenant's slot showing `version`, the store's version now: built with `load` first
-    /// if this process holds none, or one of another version. For a store that reads its
-    /// version and its rows under one lock on a blocking thread (SQLite's connection), so a
-    /// search checks and reads in one hand-off: measured 4 % more recalls/s at 10k memories
-    /// than asking for the version first (BENCHMARKS.md, issue 15).
+    /// if this process holds none, or one of another version. For a write that holds the
+    /// store's lock and finds that another process wrote since its index was built (SQLite's
+    /// `remember`): the build cannot wait for a turn there, and is rare.
     pub fn current<E>(
         &self,
         tenant: &str,
@@ -454,6 +496,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
                     self.catch_up(tenant, slot, from, to, |index| C::catch_up(index, changes));
                 }
                 None => {
+                    let _building = self.building().await;
                     let (version, index) = source.load(tenant).await?;
                     self.install(tenant, slot, version, index);
                 }

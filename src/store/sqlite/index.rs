@@ -4,9 +4,9 @@
 //! use, this process updates it on every write it makes, and another process's write is
 //! caught by the tenant's two versions in `memory_versions`, kept by triggers (SCHEMA) and
 //! read under the connection's lock: a change to the memories (`memories`, the cache's
-//! label) builds the index again; a change to counted uses alone (`uses`: another process's
-//! recall) only reads the tenant's counts again (`refresh_uses`), so one process's recalls
-//! no longer make every other process rebuild every tenant.
+//! label) builds the index again (`builds.rs`); a change to counted uses alone (`uses`:
+//! another process's recall) only reads the tenant's counts again (`set_uses`), so one
+//! process's recalls no longer make every other process rebuild every tenant.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::uses::{self, Pending};
+use super::uses;
 use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
@@ -136,27 +136,16 @@ impl TenantIndex {
         let _ = (self.uses).compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed);
     }
 
-    /// Reads every count of the tenant again, as the file holds it at `version`: what
-    /// another process's recalls changed. Only the small `memory_uses` rows are read; the
-    /// counts this process has yet to write are added back (`uses.rs`).
-    pub fn refresh_uses(
+    /// Sets every count of the tenant as the file holds it at `version` (`counted_uses`):
+    /// what another process's recalls changed. The counts this process has yet to write
+    /// (`waiting`, locked by the caller so a use counted meanwhile is not overwritten) are
+    /// added back (`uses.rs`).
+    pub fn set_uses(
         &self,
-        conn: &Connection,
-        tenant: &str,
+        counted: &HashMap<String, Counts>,
+        waiting: Option<&HashMap<String, Counts>>,
         version: Version,
-        pending: &Pending,
-    ) -> rusqlite::Result<()> {
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, access_count, last_accessed_at FROM memory_uses WHERE tenant_id = ?1",
-        )?;
-        let counted: HashMap<String, Counts> = stmt
-            .query_map(params![tenant], |r| {
-                Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        // Held while the counts are set, so a use counted meanwhile is not overwritten.
-        let held = pending.lock();
-        let waiting = held.get(tenant);
+    ) {
         for (position, own) in self.own_counts.iter().enumerate() {
             let mut shared = lock(&self.memories[position]);
             // `COLUMNS` adds them up the same way (None is below every time).
@@ -174,7 +163,6 @@ impl TenantIndex {
             }
         }
         self.uses.store(version, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Adds the counts this process has yet to write to an index just read from the file.
@@ -255,6 +243,21 @@ impl TenantIndex {
             idf,
         }
     }
+}
+
+/// Every use of the tenant's memories counted in `memory_uses`, by id: only these small
+/// rows are read when another process's recalls moved the counts.
+pub(super) fn counted_uses(
+    conn: &Connection,
+    tenant: &str,
+) -> rusqlite::Result<HashMap<String, Counts>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, access_count, last_accessed_at FROM memory_uses WHERE tenant_id = ?1",
+    )?;
+    stmt.query_map(params![tenant], |r| {
+        Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
+    })?
+    .collect()
 }
 
 impl Weigh for TenantIndex {

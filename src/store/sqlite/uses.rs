@@ -9,7 +9,7 @@
 //! While they wait, an index's counts are the file's plus those still waiting here: a
 //! refresh or rebuild of the index from the file adds them back (`TenantIndex::count_waiting`),
 //! so another process's write never hides this process's counts, nor counts them twice.
-//! Lock order: the connection, then the waiting counts, then an index.
+//! Lock order: the connection, then the waiting counts, then an index (`builds.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,0 +1,176 @@
+//! Building a tenant's index without the connection every other call waits on. The rows
+//! are read on a connection of the build's own, in one read transaction, which WAL lets run
+//! while others write, so the index shows exactly the versions that transaction saw. Only
+//! putting it in place takes the connection, for as long as adding this process's waiting
+//! counts takes: no flush of them runs meanwhile (`uses.rs`), so none is lost or counted
+//! twice. Builds take turns (`TenantCache::building`), and a tenant's builds and this
+//! process's writes to it take one turn at a time (its slot's `writes`).
+//!
+//! Lock order, kept by every path of the store: the connection, then the waiting counts
+//! (`Pending`), then an index's slot, then a memory in it. A build holds none of them while
+//! it reads.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::index::{self, TenantIndex, Versions};
+use super::uses::Pending;
+use super::{BUSY_TIMEOUT, Indexes, Recorded, failed, lock};
+use crate::memory::Visibility;
+use crate::search::Query;
+use crate::search::cache::{BUILDS_AT_ONCE, Interrupted, Slot, Version};
+use crate::store::{Matches, StoreError};
+
+/// The connections builds read on: opened read-only when a build needs one, kept for the
+/// next (at most one per turn).
+pub(super) struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub fn new(path: &Path) -> Readers {
+        Readers {
+            path: path.to_owned(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        // A list of connections: a panic elsewhere cannot leave it half-changed.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self) -> rusqlite::Result<Connection> {
+        if let Some(conn) = self.idle().pop() {
+            return Ok(conn);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut idle = self.idle();
+        if idle.len() < BUILDS_AT_ONCE {
+            idle.push(conn);
+        }
+    }
+}
+
+/// A recall's question, owned, to go to a blocking thread and come back if the index must
+/// be built first.
+pub(super) struct Asked {
+    pub vector: Vec<f32>,
+    pub terms: Vec<String>,
+    pub k: usize,
+    pub visibility: Visibility,
+}
+
+impl Asked {
+    fn matches(&self, index: &TenantIndex) -> Matches {
+        let query = Query {
+            vector: &self.vector,
+            terms: &self.terms,
+            k: self.k,
+        };
+        index.search(&query, &self.visibility)
+    }
+}
+
+/// What a build and a search of the store's indexes need, for a blocking thread.
+#[derive(Clone)]
+pub(super) struct Parts {
+    pub conn: Arc<Mutex<Connection>>,
+    pub readers: Arc<Readers>,
+    pub indexes: Arc<Indexes>,
+    pub pending: Arc<Pending>,
+    pub width: usize,
+    pub model: Arc<Recorded>,
+}
+
+impl Parts {
+    /// Answers `asked` from the tenant's index when it shows the file's memories as they are
+    /// now (its counts first brought up to the file's); `asked` comes back otherwise, with the
+    /// version the index must show. With `shown_or_not`, whatever the index shows is searched.
+    pub fn search(
+        &self,
+        tenant: &str,
+        slot: &Slot<TenantIndex>,
+        asked: Asked,
+        shown_or_not: bool,
+    ) -> Result<Result<Matches, (Asked, Version)>, StoreError> {
+        {
+            let conn = lock(&self.conn)?;
+            let now = Versions::read(&conn, tenant).map_err(failed)?;
+            if !shown_or_not && !slot.shows(now.memories) {
+                return Ok(Err((asked, now.memories)));
+            }
+            self.refresh_uses(&conn, tenant, slot, now.uses)?;
+        }
+        // The connection is held only to check the versions, not while the index is
+        // searched, so searches run in parallel.
+        let matches = slot.read_held(|index| asked.matches(index));
+        Ok(Ok(matches.ok_or(Interrupted::Dropped)?))
+    }
+
+    /// Reads the counts again if another process counted uses since the index's.
+    fn refresh_uses(
+        &self,
+        conn: &Connection,
+        tenant: &str,
+        slot: &Slot<TenantIndex>,
+        now: Version,
+    ) -> Result<(), StoreError> {
+        if slot
+            .read_held(|index| index.uses())
+            .is_none_or(|uses| uses == now)
+        {
+            return Ok(());
+        }
+        let counted = index::counted_uses(conn, tenant).map_err(failed)?;
+        let waiting = self.pending.lock();
+        slot.read_held(|index| index.set_uses(&counted, waiting.get(tenant), now));
+        Ok(())
+    }
+
+    /// Builds the tenant's index into `slot` unless it shows the file's memories already.
+    /// The caller holds the tenant's turn and a build's.
+    pub fn build(&self, tenant: &str, slot: &Slot<TenantIndex>) -> Result<(), StoreError> {
+        {
+            let conn = lock(&self.conn)?;
+            if slot.shows(Versions::read(&conn, tenant).map_err(failed)?.memories) {
+                return Ok(());
+            }
+        }
+        let (versions, index) = self.read(tenant)?;
+        let _conn = lock(&self.conn)?;
+        let waiting = self.pending.lock();
+        index.count_waiting(waiting.get(tenant));
+        self.indexes.install(tenant, slot, versions.memories, index);
+        Ok(())
+    }
+
+    /// The tenant's index as one read transaction sees the file, and the versions it shows;
+    /// refused if the file now holds another model's vectors (a re-embedding switched it).
+    fn read(&self, tenant: &str) -> Result<(Versions, TenantIndex), StoreError> {
+        let mut conn = self.readers.take().map_err(failed)?;
+        let read = (|| {
+            let tx = conn.transaction()?;
+            // The first read starts the transaction's snapshot: the rows below are the
+            // ones of these versions.
+            let versions = Versions::read(&tx, tenant)?;
+            if let Err(refused) = self.model.still_ours(&tx)? {
+                return Ok(Err(refused));
+            }
+            let files = self.indexes.files();
+            let index = TenantIndex::load(&tx, tenant, self.width, versions.uses, files)?;
+            Ok(Ok((versions, index)))
+        })();
+        self.readers.give_back(conn);
+        read.map_err(failed)?
+    }
+}
