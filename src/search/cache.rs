@@ -40,16 +40,17 @@ impl Indexing {
     };
 }
 
-/// An index weighing more than this is searched on a blocking thread; a lighter one is
-/// searched where the request runs. Below it a scan takes less than about 0.2 ms here, and
-/// handing it to another thread cost more than that: 12 % fewer PostgreSQL recalls/s at
-/// 10k memories when every scan was handed off (BENCHMARKS.md, issue 15).
+/// An index weighing more than this is searched on a blocking thread; a lighter one is searched
+/// where the request runs. Below it a scan takes less than about 0.2 ms here, and handing it to
+/// another thread cost more than that: 12 % fewer PostgreSQL recalls/s at 10k memories when every
+/// scan was handed off (BENCHMARKS.md, "Issue 15: the architecture step, A/B against the build
+/// before it").
 pub const HAND_OFF_BYTES: usize = 32 << 20;
 
 /// Indexes a process builds from its store at once. A build holds its whole index on the
 /// heap before it is weighed against the budget and reads every row of its tenant, so a
 /// restart into many first recalls builds two at a time (one per core here) while every
-/// other call is served; the rest wait their turn (README, Operations, "Memory use").
+/// other call is served; the rest wait their turn (docs/operations.md, "Memory use").
 pub const BUILDS_AT_ONCE: usize = 2;
 
 /// What a cached index weighs against the budget, without walking it: it is weighed after
@@ -223,9 +224,10 @@ pub struct TenantCache<T> {
     building: AtomicUsize,
 }
 
-/// A build's turn (`TenantCache::building`), given back when dropped.
+/// A build's turn (`TenantCache::building`), given back when dropped; a build that could
+/// not wait for one (`TenantCache::building_out_of_turn`) is counted all the same.
 pub struct Building<'a> {
-    _turn: tokio::sync::SemaphorePermit<'a>,
+    _turn: Option<tokio::sync::SemaphorePermit<'a>>,
     building: &'a AtomicUsize,
 }
 
@@ -290,7 +292,18 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             .expect("build turns are never closed");
         self.building.fetch_add(1, Ordering::Relaxed);
         Building {
-            _turn: turn,
+            _turn: Some(turn),
+            building: &self.building,
+        }
+    }
+
+    /// Counts a build that cannot wait for a turn: a write holding the store's lock that
+    /// finds another process wrote since its index was built (`current`). Rare, and waiting
+    /// there could hold a turn's builder up behind the lock it holds.
+    pub fn building_out_of_turn(&self) -> Building<'_> {
+        self.building.fetch_add(1, Ordering::Relaxed);
+        Building {
+            _turn: None,
             building: &self.building,
         }
     }
@@ -424,6 +437,7 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     ) -> Result<Arc<Slot<T>>, E> {
         let slot = self.slot(tenant);
         if !slot.shows(version) {
+            let _building = self.building_out_of_turn();
             match load() {
                 Ok(index) => self.install(tenant, &slot, version, index),
                 Err(e) => {
@@ -485,8 +499,9 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
         let _turn = slot.writes.lock().await;
         let now = source.version(tenant).await?;
         if !slot.shows(now) {
-            // Another process's writes since the index's version: read only what they
-            // changed, when the store can still say it (BENCHMARKS.md, issue 21, item 4).
+            // Another process's writes since the index's version: read only what they changed, when
+            // the store can still say it (BENCHMARKS.md, "Issue 21, item 4: no rebuild after
+            // another replica's write (PostgreSQL)").
             let changes = match slot.version().filter(|from| *from < now) {
                 Some(from) => (source.changes(tenant, from).await?).map(|c| (from, c)),
                 None => None,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlx::{Postgres, Row, Transaction};
 
-use super::{StoreError, failed};
+use super::StoreError;
 
 /// True when `memories` still has the v0.8 `metadata` column.
 pub(super) async fn present(tx: &mut Transaction<'_, Postgres>) -> Result<bool, sqlx::Error> {
@@ -51,26 +51,19 @@ pub(super) async fn migrate(
         "ALTER INDEX IF EXISTS memories_recent_idx RENAME TO memories_v08_recent_idx",
         "ALTER INDEX IF EXISTS memories_type_recent_idx RENAME TO memories_v08_type_recent_idx",
     ] {
-        sqlx::query(statement)
-            .execute(&mut **tx)
-            .await
-            .map_err(failed)?;
+        sqlx::query(statement).execute(&mut **tx).await?;
     }
     for statement in schema {
-        sqlx::query(statement)
-            .execute(&mut **tx)
-            .await
-            .map_err(failed)?;
+        sqlx::query(statement).execute(&mut **tx).await?;
     }
     let rows = sqlx::query("SELECT tenant_id, id, embedding::text AS embedding, metadata::text AS metadata FROM memories_v08")
         .fetch_all(&mut **tx)
-        .await
-        .map_err(failed)?;
+        .await?;
     let mut moved = 0;
     for row in rows {
-        let tenant: String = row.try_get("tenant_id").map_err(failed)?;
-        let id: String = row.try_get("id").map_err(failed)?;
-        let embedding: String = row.try_get("embedding").map_err(failed)?;
+        let tenant: String = row.try_get("tenant_id")?;
+        let id: String = row.try_get("id")?;
+        let embedding: String = row.try_get("embedding")?;
         let metadata: Value = row
             .try_get::<String, _>("metadata")
             .ok()
@@ -104,8 +97,7 @@ pub(super) async fn migrate(
         .bind(used.access)
         .bind(used.last_at.map(|ms| ms as f64))
         .execute(&mut **tx)
-        .await
-        .map_err(failed)?;
+        .await?;
         moved += 1;
     }
     for statement in [
@@ -113,10 +105,7 @@ pub(super) async fn migrate(
         "DROP TABLE IF EXISTS objects",
         "DROP SEQUENCE IF EXISTS objects_version",
     ] {
-        sqlx::query(statement)
-            .execute(&mut **tx)
-            .await
-            .map_err(failed)?;
+        sqlx::query(statement).execute(&mut **tx).await?;
     }
     Ok(moved)
 }
@@ -193,16 +182,14 @@ async fn counters(
 ) -> Result<HashMap<(String, String), Usage>, StoreError> {
     let has_objects: bool = sqlx::query_scalar("SELECT to_regclass('objects') IS NOT NULL")
         .fetch_one(&mut **tx)
-        .await
-        .map_err(failed)?;
+        .await?;
     if !has_objects {
         return Ok(HashMap::new());
     }
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT key, body FROM objects WHERE starts_with(key, 'stats/')")
             .fetch_all(&mut **tx)
-            .await
-            .map_err(failed)?;
+            .await?;
     Ok(fold(&rows))
 }
 

@@ -12,80 +12,30 @@
 
 mod legacy;
 pub mod reembed;
+mod rows;
+mod schema;
 mod versions;
 
-use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::PgPool;
 use sqlx::{Connection, Row};
 
 use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup;
-use crate::memory::{
-    Conversation, Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Scope, Tenant, Visibility,
+use crate::memory::{Conversation, Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
+use crate::search::cache::{self, Building, Indexing, Slot, TenantCache, Version};
+use crate::search::{self, Entry, Query, SearchIndex};
+use rows::{
+    COLUMNS, Located, VISIBLE, at_of, conversation_of, found_rows, insert, memory_from_row,
 };
-use crate::search::cache::{self, Indexing, Slot, TenantCache, Version};
-use crate::search::{self, Entry, Found, Query, SearchIndex};
+use schema::{connect, recorded_model};
 use versions::Database;
 
 /// Memories an import writes per statement.
 const IMPORT_ROWS: usize = 250;
-
-/// Serialises schema work across every replica booting at once.
-const SCHEMA_LOCK: i64 = 7_304_592_118_001;
-
-const SCHEMA: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS memories (
-       tenant_id        text NOT NULL,
-       id               text COLLATE \"C\" NOT NULL,
-       content          text NOT NULL,
-       memory_type      text NOT NULL CHECK (memory_type IN ('project','pattern','reference','conversation')),
-       category         text,
-       tags             text[] NOT NULL DEFAULT '{}',
-       created_at       timestamptz NOT NULL,
-       scope            text NOT NULL DEFAULT 'project' CHECK (scope IN ('project','conversation')),
-       conversation     text,
-       trust_base       double precision NOT NULL DEFAULT 1,
-       embedding        vector NOT NULL,
-       access_count     bigint NOT NULL DEFAULT 0 CHECK (access_count >= 0),
-       last_accessed_at timestamptz,
-       terms            text[],
-       replaces         text,
-       expires_at       timestamptz,
-       PRIMARY KEY (tenant_id, id),
-       CHECK (scope = 'project' OR conversation IS NOT NULL)
-     )",
-    "CREATE INDEX IF NOT EXISTS memories_recent_idx
-       ON memories (tenant_id, created_at DESC, id DESC)",
-    "CREATE INDEX IF NOT EXISTS memories_type_recent_idx
-       ON memories (tenant_id, memory_type, created_at DESC, id DESC)",
-    // Tables created before keyword recall get the column here and their terms at boot.
-    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS terms text[]",
-    // Words are matched in this process's index now; the GIN index only slowed writes.
-    "DROP INDEX IF EXISTS memories_terms_idx",
-    // Tables created before corrections, or before expiry, get the column here.
-    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS replaces text",
-    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires_at timestamptz",
-    // What the vectors are: `model` and `dimension`, recorded by the first write.
-    "CREATE TABLE IF NOT EXISTS store_meta (key text PRIMARY KEY, value text NOT NULL)",
-    // What the expiry sweep reads: only the memories that expire.
-    "CREATE INDEX IF NOT EXISTS memories_expiry_idx
-       ON memories (expires_at) WHERE expires_at IS NOT NULL",
-];
-
-/// `$2` is the request's conversation or NULL, `$3` its instant in epoch milliseconds
-/// (docs/behavior.md#visibility).
-const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2)) \
-     AND (expires_at IS NULL OR expires_at > to_timestamp($3::double precision / 1000))";
-/// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).
-const COLUMNS: &str = "id, content, memory_type, category, tags, \
-     (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, scope, conversation, trust_base, \
-     access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms, \
-     replaces, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms";
 
 /// How the pool behaves; see the README's PostgreSQL section.
 pub struct PoolSettings {
@@ -107,18 +57,21 @@ pub struct PostgresStore {
     database: Database,
 }
 
-/// A failed statement: a timeout (the pool's or `statement_timeout`'s) or anything else.
-fn failed(e: sqlx::Error) -> StoreError {
-    let timed_out = match &e {
-        sqlx::Error::PoolTimedOut => true,
-        // 57014: query_canceled, which is how statement_timeout ends a statement.
-        sqlx::Error::Database(db) => db.code().as_deref() == Some("57014"),
-        _ => false,
-    };
-    if timed_out {
-        StoreError::timed_out("PostgreSQL", e)
-    } else {
-        StoreError::unavailable("PostgreSQL", e)
+/// A failed statement: one cut off by `DATABASE_STATEMENT_TIMEOUT_MS`, or no connection free in time, is
+/// a timeout; anything else, the database unavailable.
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> StoreError {
+        let timed_out = match &e {
+            sqlx::Error::PoolTimedOut => true,
+            // 57014: query_canceled, which is how statement_timeout ends a statement.
+            sqlx::Error::Database(db) => db.code().as_deref() == Some("57014"),
+            _ => false,
+        };
+        if timed_out {
+            StoreError::timed_out("PostgreSQL", e)
+        } else {
+            StoreError::unavailable("PostgreSQL", e)
+        }
     }
 }
 
@@ -128,6 +81,10 @@ fn failed(e: sqlx::Error) -> StoreError {
 struct Write<'a> {
     slot: Arc<Slot<SearchIndex>>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+    /// A build's turn, taken before the transaction's connection when this process holds
+    /// no index of the tenant (the order `search` takes them in, so neither waits on the
+    /// other's); the write builds in its transaction (`remember`).
+    building: Option<Building<'a>>,
     _taken: TakenSlot<'a>,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     from: Version,
@@ -144,78 +101,6 @@ impl Drop for TakenSlot<'_> {
     fn drop(&mut self) {
         self.indexes.release(self.tenant, &self.slot);
     }
-}
-
-/// A memory a search found, by id, with its similarity and, for a keyword match, its score.
-struct Located {
-    id: String,
-    similarity: f64,
-    score: f64,
-}
-
-impl Located {
-    /// A search's answers as ids, nearest first, then by words.
-    fn all(index: &SearchIndex, found: Found) -> [Vec<Located>; 2] {
-        let nearest = (found.nearest.into_iter())
-            .map(|n| Located {
-                id: index.id(n.position).to_owned(),
-                similarity: n.similarity,
-                score: 0.0,
-            })
-            .collect();
-        let by_words = (found.by_words.into_iter())
-            .map(|m| Located {
-                id: index.id(m.position).to_owned(),
-                similarity: m.similarity,
-                score: m.score,
-            })
-            .collect();
-        [nearest, by_words]
-    }
-}
-
-/// Reads, in one query, the rows of each answer in `found` that `visibility` may see; each
-/// keeps its order, and a memory in two answers is read once. A memory deleted since the
-/// search is simply not found.
-async fn found_rows<'e, const N: usize>(
-    executor: impl sqlx::PgExecutor<'e>,
-    tenant: &Tenant,
-    visibility: &Visibility,
-    found: [Vec<Located>; N],
-) -> Result<[Vec<KeywordHit>; N], StoreError> {
-    let ids: Vec<&str> = found.iter().flatten().map(|l| l.id.as_str()).collect();
-    if ids.is_empty() {
-        return Ok(found.map(|_| Vec::new()));
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($4)"
-    ))
-    .bind(tenant.as_str())
-    .bind(conversation_of(visibility))
-    .bind(at_of(visibility))
-    .bind(&ids)
-    .fetch_all(executor)
-    .await
-    .map_err(failed)?;
-    let by_id: HashMap<String, Arc<Memory>> = rows
-        .iter()
-        .map(|row| memory_from_row(row).map(|m| (m.id.clone(), Arc::new(m))))
-        .collect::<Result<_, _>>()
-        .map_err(failed)?;
-    Ok(found.map(|answer| {
-        answer
-            .into_iter()
-            .filter_map(|located| {
-                Some(KeywordHit {
-                    hit: Hit {
-                        memory: Arc::clone(by_id.get(&located.id)?),
-                        similarity: located.similarity,
-                    },
-                    score: located.score,
-                })
-            })
-            .collect()
-    }))
 }
 
 impl PostgresStore {
@@ -250,15 +135,14 @@ impl PostgresStore {
     }
 
     async fn ensure_schema(&self, dimension: usize) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(failed)?;
-        let mut tx = conn.begin().await.map_err(failed)?;
-        schema(&mut tx, &self.location).await?;
+        let mut conn = self.pool.acquire().await?;
+        let mut tx = conn.begin().await?;
+        schema::create_or_migrate(&mut tx, &self.location).await?;
         let stored: Option<i32> =
             sqlx::query_scalar("SELECT vector_dims(embedding) FROM memories LIMIT 1")
                 .fetch_optional(&mut *tx)
-                .await
-                .map_err(failed)?;
-        let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
+                .await?;
+        let recorded = recorded_model(&mut tx, "").await?;
         let (location, model) = (&self.database.location, &self.database.model);
         StoreError::unless_same_model(location, recorded.clone(), model)?;
         if let Some(width) = stored.filter(|w| *w as usize != dimension) {
@@ -269,7 +153,7 @@ impl PostgresStore {
             });
         }
         (self.recorded).store(recorded.is_some(), std::sync::atomic::Ordering::Relaxed);
-        tx.commit().await.map_err(failed)
+        tx.commit().await.map_err(StoreError::from)
     }
 
     /// Starts a write to `tenant`: this process's other writes to it wait for this one, and
@@ -289,19 +173,21 @@ impl PostgresStore {
             slot: Arc::clone(&slot),
         };
         let turn = Arc::clone(&slot.writes).lock_owned().await;
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let building = match with_vector && slot.holds_nothing() {
+            true => Some(self.indexes.building().await),
+            false => None,
+        };
+        let mut tx = self.pool.begin().await?;
         if with_vector {
             self.check_model(&mut tx).await?;
         }
-        let from = versions::lock_version(&mut *tx, tenant.as_str())
-            .await
-            .map_err(failed)?;
+        let from = versions::lock_version(&mut *tx, tenant.as_str()).await?;
         self.catch_up(&mut tx, tenant.as_str(), &slot, from, with_vector)
-            .await
-            .map_err(failed)?;
+            .await?;
         Ok(Write {
             slot,
             _turn: turn,
+            building,
             _taken: taken,
             tx,
             from,
@@ -338,138 +224,6 @@ impl PostgresStore {
     }
 }
 
-/// A pool of connections to `url`, and where it leads, for messages (never credentials).
-async fn connect(url: &str, settings: &PoolSettings) -> Result<(PgPool, String), StoreError> {
-    let options = PgConnectOptions::from_str(url)
-        .map_err(|_| StoreError::unavailable("DATABASE_URL", "it is not a valid PostgreSQL URL"))?;
-    let location = format!(
-        "{}:{}/{}",
-        options.get_host(),
-        options.get_port(),
-        options.get_database().unwrap_or("postgres")
-    );
-    let options = options.options([(
-        "statement_timeout",
-        settings.statement_timeout_ms.to_string(),
-    )]);
-    let pool = PgPoolOptions::new()
-        .max_connections(settings.max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
-        .await
-        .map_err(|e| {
-            StoreError::unavailable(format!("cannot connect to PostgreSQL at {location}"), e)
-        })?;
-    Ok((pool, location))
-}
-
-/// Creates the schema, or migrates an older one, under the advisory lock that serialises
-/// every replica booting at once (held until `tx` ends).
-async fn schema(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    location: &str,
-) -> Result<(), StoreError> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(SCHEMA_LOCK)
-        .execute(&mut **tx)
-        .await
-        .map_err(failed)?;
-    let has_vector = sqlx::query("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(failed)?
-        .is_some();
-    if !has_vector {
-        sqlx::query("CREATE EXTENSION IF NOT EXISTS vector")
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| {
-                StoreError::unavailable(
-                    format!(
-                        "the pgvector extension is not installed and this role may not \
-                         create it: run `CREATE EXTENSION vector;` in database {} as a \
-                         superuser, or use an image that ships it (pgvector/pgvector)",
-                        location
-                    ),
-                    e,
-                )
-            })?;
-    }
-    if legacy::present(tx).await.map_err(failed)? {
-        let moved = legacy::migrate(tx, SCHEMA).await?;
-        eprintln!("store: migrated {moved} memories from the v0.8 layout into the native table");
-    }
-    for statement in SCHEMA {
-        sqlx::query(statement)
-            .execute(&mut **tx)
-            .await
-            .map_err(failed)?;
-    }
-    for statement in versions::SCHEMA {
-        sqlx::query(statement)
-            .execute(&mut **tx)
-            .await
-            .map_err(failed)?;
-    }
-    index_terms(tx).await.map_err(failed)?;
-    Ok(())
-}
-
-/// A memory to write: its tenant, the memory whole, its vector and its terms.
-type NewRow<'a> = (&'a str, &'a Memory, &'a [f32], Vec<String>);
-
-/// One statement writing `rows` whole, their uses and times as they hold them; a caller may
-/// add an `ON CONFLICT` clause.
-fn insert<'a>(
-    rows: impl IntoIterator<Item = NewRow<'a>>,
-) -> sqlx::QueryBuilder<'a, sqlx::Postgres> {
-    let mut insert = sqlx::QueryBuilder::new(
-        "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-         scope, conversation, trust_base, embedding, access_count, last_accessed_at, terms, \
-         replaces, expires_at) ",
-    );
-    let seconds = |ms: i64| ms as f64 / 1000.0;
-    insert.push_values(rows, |mut row, (tenant, m, embedding, terms)| {
-        row.push_bind(tenant)
-            .push_bind(&m.id)
-            .push_bind(&m.content)
-            .push_bind(m.memory_type.as_str())
-            .push_bind(m.category.as_deref())
-            .push_bind(&m.tags)
-            .push("to_timestamp(")
-            .push_bind_unseparated(seconds(m.created_at))
-            .push_unseparated(")")
-            .push_bind(m.scope.as_str())
-            .push_bind(m.conversation.as_ref().map(Conversation::as_str))
-            .push_bind(m.trust_base)
-            .push_bind(pgvector::Vector::from(embedding.to_vec()))
-            .push_bind(i64::try_from(m.access_count).unwrap_or(i64::MAX))
-            .push("to_timestamp(")
-            .push_bind_unseparated(m.last_accessed_at.map(seconds))
-            .push_unseparated(")")
-            .push_bind(terms)
-            .push_bind(m.replaces.as_deref())
-            .push("to_timestamp(")
-            .push_bind_unseparated(m.expires_at.map(seconds))
-            .push_unseparated(")");
-    });
-    insert
-}
-
-/// The model the database's vectors come from, as its first write recorded it, read with
-/// `locking` (a row-locking clause, or nothing).
-async fn recorded_model(
-    conn: &mut sqlx::PgConnection,
-    locking: &str,
-) -> Result<Option<Model>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(&format!(
-        "SELECT key, value FROM store_meta WHERE key IN ('model', 'dimension') {locking}"
-    ))
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(Model::recorded(&rows))
-}
-
 impl PostgresStore {
     /// Within a write of vectors: records this process's model unless the database has
     /// one, and refuses the write if it holds another (a replica of another model wrote
@@ -484,62 +238,11 @@ impl PostgresStore {
             .bind(&self.database.model.name)
             .bind(self.database.model.dimension.to_string())
             .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
+            .await?;
         }
-        let recorded = recorded_model(tx, "FOR SHARE").await.map_err(failed)?;
+        let recorded = recorded_model(tx, "FOR SHARE").await?;
         StoreError::unless_same_model(&self.database.location, recorded, &self.database.model)
     }
-}
-
-/// Gives every memory written before keyword recall existed its terms.
-async fn index_terms(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
-    let unindexed: Vec<(String, String, String)> =
-        sqlx::query_as("SELECT tenant_id, id, content FROM memories WHERE terms IS NULL")
-            .fetch_all(&mut *tx)
-            .await?;
-    for (tenant, id, content) in unindexed {
-        sqlx::query("UPDATE memories SET terms = $3 WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(id)
-            .bind(search::terms(&content))
-            .execute(&mut *tx)
-            .await?;
-    }
-    Ok(())
-}
-
-fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
-    let memory_type: String = row.try_get("memory_type")?;
-    let scope: String = row.try_get("scope")?;
-    Ok(Memory {
-        id: row.try_get("id")?,
-        content: row.try_get("content")?,
-        memory_type: MemoryType::parse(&memory_type).unwrap_or(MemoryType::Project),
-        category: row
-            .try_get::<Option<String>, _>("category")?
-            .filter(|c| !c.is_empty()),
-        tags: row.try_get("tags")?,
-        created_at: row.try_get("created_ms")?,
-        scope: Scope::parse(&scope).unwrap_or(Scope::Project),
-        conversation: row
-            .try_get::<Option<String>, _>("conversation")?
-            .map(Conversation::new_unchecked),
-        trust_base: row.try_get("trust_base")?,
-        access_count: row.try_get::<i64, _>("access_count")?.max(0) as u64,
-        last_accessed_at: row.try_get("last_accessed_ms")?,
-        replaces: row.try_get("replaces")?,
-        expires_at: row.try_get("expires_ms")?,
-    })
-}
-
-fn conversation_of(v: &Visibility) -> Option<&str> {
-    v.conversation.as_ref().map(Conversation::as_str)
-}
-
-/// The request's instant, as `VISIBLE`'s `$3` takes it.
-fn at_of(v: &Visibility) -> f64 {
-    v.at as f64
 }
 
 #[async_trait]
@@ -564,18 +267,21 @@ impl MemoryStore for PostgresStore {
             .bind(at_of(visibility))
             .bind(id)
             .fetch_optional(&mut *write.tx)
-            .await
-            .map_err(failed)?;
+            .await?;
             if visible.is_none() {
                 return Err(StoreError::not_visible("replaces", id));
             }
         }
         let dedup_scope = &visibility.for_dedup(memory.scope);
         if !slot.shows(from) {
+            // In the turn `begin_write` took when this process held nothing; out of turn
+            // when another replica wrote past what the change log still holds (rare: waiting
+            // for a turn here, holding a connection, could leave a turn's builder waiting
+            // for one).
+            let _building =
+                (write.building.take()).unwrap_or_else(|| self.indexes.building_out_of_turn());
             let files = self.indexes.files();
-            let index = versions::load(&mut write.tx, tenant.as_str(), self.width, files)
-                .await
-                .map_err(failed)?;
+            let index = versions::load(&mut write.tx, tenant.as_str(), self.width, files).await?;
             self.indexes.install(tenant.as_str(), &slot, from, index);
         }
         let (scope, vector) = (dedup_scope.clone(), embedding.to_vec());
@@ -604,21 +310,23 @@ impl MemoryStore for PostgresStore {
         let terms = search::terms(&memory.content);
         let memory = memory.into_memory();
         let row = (tenant.as_str(), &memory, embedding, terms.clone());
-        (insert([row]).build().execute(&mut *write.tx))
-            .await
-            .map_err(failed)?;
+        (insert([row]).build().execute(&mut *write.tx)).await?;
         if let Some(id) = &memory.replaces {
             sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant.as_str())
                 .bind(id)
                 .execute(&mut *write.tx)
-                .await
-                .map_err(failed)?;
+                .await?;
         }
-        write.tx.commit().await.map_err(failed)?;
+        // The trigger moved the tenant one version on for each row written or deleted; a
+        // tenant without a row starts one in an epoch of its own (`versions.rs`).
+        let changes = 1 + i64::from(memory.replaces.is_some());
+        let to = match from {
+            0 => versions::first_version(&mut write.tx, tenant.as_str(), changes).await?,
+            _ => from + changes,
+        };
+        write.tx.commit().await?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
-        // The trigger moved the tenant one version on for each row written or deleted.
-        let to = from + 1 + i64::from(memory.replaces.is_some());
         (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
             if let Some(id) = &memory.replaces {
                 index.remove(id);
@@ -693,10 +401,9 @@ impl MemoryStore for PostgresStore {
         .bind(after.map(|a| a.created_at))
         .bind(after.map(|a| a.id.as_str()))
         .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         rows.iter()
-            .map(|r| memory_from_row(r).map_err(failed))
+            .map(|r| memory_from_row(r).map_err(StoreError::from))
             .collect()
     }
 
@@ -716,14 +423,13 @@ impl MemoryStore for PostgresStore {
         .bind(at_of(visibility))
         .bind(id)
         .execute(&mut *write.tx)
-        .await
-        .map_err(failed)?
+        .await?
         .rows_affected()
             > 0;
         if !deleted {
             return Ok(false);
         }
-        write.tx.commit().await.map_err(failed)?;
+        write.tx.commit().await?;
         (self.indexes).apply(tenant.as_str(), &slot, from, from + 1, |index| {
             index.remove(id);
         });
@@ -743,8 +449,7 @@ impl MemoryStore for PostgresStore {
         .bind(conversation_of(visibility))
         .bind(at_of(visibility))
         .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         Ok(Counts::from_type_names(rows))
     }
 
@@ -771,8 +476,7 @@ impl MemoryStore for PostgresStore {
         .bind(&ids)
         .bind(at as f64)
         .execute(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         Ok(())
     }
 
@@ -799,8 +503,7 @@ impl MemoryStore for PostgresStore {
         .bind(from.1)
         .bind(limit as i64)
         .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         let memories = (rows.iter())
             .map(|row| {
                 Ok(Portable {
@@ -809,8 +512,7 @@ impl MemoryStore for PostgresStore {
                     tenant: Tenant::new_unchecked(row.try_get("tenant_id")?),
                 })
             })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(failed)?;
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
         Ok(Exported::by_tenant_and_id(memories, limit))
     }
 
@@ -818,7 +520,7 @@ impl MemoryStore for PostgresStore {
     /// replica's index of it is rebuilt at its next search.
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError> {
         super::check_widths(memories, self.width)?;
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = self.pool.begin().await?;
         self.check_model(&mut tx).await?;
         // One multi-row statement per batch (16 values a row, far below the protocol's
         // 65,535): one round trip instead of one per memory.
@@ -830,10 +532,9 @@ impl MemoryStore for PostgresStore {
             });
             let mut insert = insert(rows);
             insert.push(" ON CONFLICT (tenant_id, id) DO NOTHING");
-            written +=
-                (insert.build().execute(&mut *tx).await.map_err(failed)?).rows_affected() as usize;
+            written += (insert.build().execute(&mut *tx).await?).rows_affected() as usize;
         }
-        tx.commit().await.map_err(failed)?;
+        tx.commit().await?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(written)
     }
@@ -848,8 +549,7 @@ impl MemoryStore for PostgresStore {
         .bind(at as f64)
         .bind(limit as i64)
         .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         let mut by_tenant: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (tenant, id) in &expired {
             by_tenant.entry(tenant).or_default().push(id);
@@ -868,12 +568,11 @@ impl MemoryStore for PostgresStore {
             .bind(&ids)
             .bind(at as f64)
             .fetch_all(&mut *write.tx)
-            .await
-            .map_err(failed)?;
+            .await?;
             if gone.is_empty() {
                 continue;
             }
-            write.tx.commit().await.map_err(failed)?;
+            write.tx.commit().await?;
             let to = from + gone.len() as Version;
             (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
                 for id in &gone {

@@ -8,7 +8,8 @@
 use async_trait::async_trait;
 use sqlx::PgPool;
 
-use super::{PoolSettings, connect, failed, recorded_model, schema};
+use super::PoolSettings;
+use super::schema::{self, connect, recorded_model};
 use crate::memory::Model;
 use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded, staged_for};
 use crate::store::{Exported, StoreError, split_tenant_and_id, tenant_and_id};
@@ -43,7 +44,7 @@ async fn staging(
     ))
     .fetch_optional(conn)
     .await
-    .map_err(failed)
+    .map_err(StoreError::from)
 }
 
 /// How many memories have no staged vector.
@@ -51,19 +52,16 @@ async fn unstaged(conn: &mut sqlx::PgConnection) -> Result<i64, StoreError> {
     sqlx::query_scalar(&format!("SELECT count(*) {UNSTAGED}"))
         .fetch_one(conn)
         .await
-        .map_err(failed)
+        .map_err(StoreError::from)
 }
 
 impl Reembedder {
     pub async fn open(url: &str, settings: &PoolSettings) -> Result<Reembedder, StoreError> {
         let (pool, location) = connect(url, settings).await?;
-        let mut tx = pool.begin().await.map_err(failed)?;
-        schema(&mut tx, &location).await?;
-        sqlx::query(STAGING)
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        let mut tx = pool.begin().await?;
+        schema::create_or_migrate(&mut tx, &location).await?;
+        sqlx::query(STAGING).execute(&mut *tx).await?;
+        tx.commit().await?;
         Ok(Reembedder { pool, location })
     }
 }
@@ -72,29 +70,26 @@ impl Reembedder {
 impl Reembedding for Reembedder {
     async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
         let target = staged_for(to);
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = self.pool.begin().await?;
         let earlier = staging(&mut tx, "FOR UPDATE").await?;
         if earlier.as_deref() != Some(target.as_str()) {
             sqlx::query("TRUNCATE memories_reembedded")
                 .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
+                .await?;
             sqlx::query(
                 "INSERT INTO store_meta VALUES ('reembedding', $1) \
                  ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             )
             .bind(&target)
             .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
+            .await?;
         }
         let total: i64 = sqlx::query_scalar("SELECT count(*) FROM memories")
             .fetch_one(&mut *tx)
-            .await
-            .map_err(failed)?;
+            .await?;
         let pending = unstaged(&mut tx).await?;
-        let recorded = recorded_model(&mut tx, "").await.map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        let recorded = recorded_model(&mut tx, "").await?;
+        tx.commit().await?;
         Ok(Plan {
             recorded,
             total: Some(total as u64),
@@ -112,8 +107,7 @@ impl Reembedding for Reembedder {
         .bind(id)
         .bind(limit as i64)
         .fetch_all(&self.pool)
-        .await
-        .map_err(failed)?;
+        .await?;
         let memories: Vec<Unembedded> = (rows.into_iter())
             .map(|(tenant, id, content)| Unembedded {
                 key: tenant_and_id(&tenant, &id),
@@ -137,13 +131,13 @@ impl Reembedding for Reembedder {
             });
             insert
                 .push(" ON CONFLICT (tenant_id, id) DO UPDATE SET embedding = EXCLUDED.embedding");
-            (insert.build().execute(&self.pool)).await.map_err(failed)?;
+            (insert.build().execute(&self.pool)).await?;
         }
         Ok(())
     }
 
     async fn switch(&self, to: &Model) -> Result<Switched, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = self.pool.begin().await?;
         // Waits for every write of a vector under way, and holds off new ones until this
         // commits; reads of the record go on. Rewriting every vector may outlast the pool's
         // statement timeout, which is sized for a request: the switch has its own.
@@ -151,10 +145,7 @@ impl Reembedding for Reembedder {
             "SET LOCAL statement_timeout = '15min'",
             "LOCK TABLE store_meta IN EXCLUSIVE MODE",
         ] {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
+            sqlx::query(statement).execute(&mut *tx).await?;
         }
         if staging(&mut tx, "").await?.as_deref() != Some(staged_for(to).as_str()) {
             return Err(StoreError::unavailable(
@@ -171,7 +162,8 @@ impl Reembedding for Reembedder {
         // switch while it waits for that write. With them held, the rows are rewritten
         // without the per-row trigger, and each tenant moves one version.
         for statement in [
-            "INSERT INTO memory_versions SELECT DISTINCT tenant_id, 0 FROM memories \
+            "INSERT INTO memory_versions SELECT tenant, nextval('memory_version_epochs') << 32 \
+             FROM (SELECT DISTINCT tenant_id AS tenant FROM memories) tenants \
              ON CONFLICT (tenant_id) DO NOTHING",
             "SELECT 1 FROM memory_versions FOR UPDATE",
             "ALTER TABLE memories DISABLE TRIGGER memories_versioned",
@@ -182,10 +174,7 @@ impl Reembedding for Reembedder {
             "TRUNCATE memories_reembedded",
             "DELETE FROM store_meta WHERE key = 'reembedding'",
         ] {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
+            sqlx::query(statement).execute(&mut *tx).await?;
         }
         sqlx::query(
             "INSERT INTO store_meta VALUES ('model', $1), ('dimension', $2) \
@@ -194,9 +183,8 @@ impl Reembedding for Reembedder {
         .bind(&to.name)
         .bind(to.dimension.to_string())
         .execute(&mut *tx)
-        .await
-        .map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        .await?;
+        tx.commit().await?;
         Ok(Switched::Done)
     }
 

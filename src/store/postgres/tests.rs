@@ -682,10 +682,12 @@ async fn a_replicas_own_writes_update_its_index_in_place() {
             .await
             .unwrap()
     );
-    // Five writes, five versions; the index this process built at the first write shows the
-    // last one without being rebuilt from the rows.
+    // Five writes, five versions in the epoch the tenant's first write started
+    // (`versions.rs`); the index this process built at the first write shows the last one
+    // without being rebuilt from the rows.
     let version = super::versions::version(&store.pool, "acme").await.unwrap();
-    assert_eq!(version, 5);
+    assert!(version >> 32 > 0, "{version}");
+    assert_eq!(version % (1 << 32), 5);
     let held = store.indexes.held("acme").unwrap();
     assert_eq!(held.read_at(version, |index| index.len()).ok(), Some(3));
     assert_eq!(found(&store, "fact").await.1.len(), 3);
@@ -790,6 +792,7 @@ async fn the_change_log_stays_bounded() {
     )
     .await;
     let mut db = PgConnection::connect(&url).await.unwrap();
+    let before = super::versions::version(&mut db, "acme").await.unwrap();
     sqlx::query(
         "INSERT INTO memories (tenant_id, id, content, memory_type, created_at, embedding) \
          SELECT 'acme', 'm' || i, 'memory ' || i, 'project', now(), \
@@ -805,10 +808,52 @@ async fn the_change_log_stays_bounded() {
     .fetch_one(&mut db)
     .await
     .unwrap();
-    assert_eq!(version, 2501);
+    assert_eq!(version - before, 2500);
     let kept = super::versions::LOGGED;
     assert!(
         (kept..=kept + 100).contains(&logged),
         "{logged} rows logged"
     );
+}
+
+/// A tenant's version row and its log go with its last memory, whoever removes it, and
+/// the tenant's next row starts past every version it had: a replica whose index shows the
+/// tenant's past finds its present.
+#[tokio::test]
+async fn a_tenants_bookkeeping_goes_with_its_last_memory() {
+    let url = fresh_database().await;
+    let (a, b) = (opened(&url).await, opened(&url).await);
+    let first = note("redis runs on 6379", T0, Scope::Project, None);
+    let first = store_one(&a, "acme", first, &direction(0, 0.0)).await;
+    assert_eq!(found(&a, "redis").await.1, ["redis runs on 6379"]);
+    assert!(
+        b.delete(&tenant("acme"), &seen_from(None), &first.id)
+            .await
+            .unwrap()
+    );
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    let left: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM memory_versions WHERE tenant_id = 'acme'), \
+                (SELECT count(*) FROM memory_changes WHERE tenant_id = 'acme')",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(left, (0, 0), "the version row and the log stay");
+    // The same number of writes again from the other replica: with versions counted from
+    // the start, this replica's index would show the tenant as it is now.
+    let second = note("valkey runs on 6380", T0 + 1, Scope::Project, None);
+    store_one(&b, "acme", second, &direction(0, 0.0)).await;
+    assert_eq!(found(&a, "runs").await.1, ["valkey runs on 6380"]);
+    // A raw statement removing the last memory is seen the same way.
+    sqlx::query("DELETE FROM memories WHERE tenant_id = 'acme'")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_versions")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
+    assert_eq!(found(&a, "runs").await, (vec![], vec![]));
 }

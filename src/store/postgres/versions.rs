@@ -22,7 +22,6 @@ use pgvector::Vector;
 use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::{PgExecutor, Row};
 
-use super::failed;
 use crate::memory::{Model, Scope};
 use crate::search::cache::{Coherence, Version};
 use crate::search::{self, Entry, SearchIndex, VectorFiles};
@@ -32,8 +31,36 @@ use crate::store::StoreError;
 /// is built again.
 pub(super) const LOGGED: Version = 1_000;
 
-/// The version table, the change log and the triggers that keep them. Versions only grow.
+/// The version a tenant's write from version 0 (no row) brought it to, read in its
+/// transaction, which made the row in an epoch of its own: the row's, when the log holds
+/// only the write's own `changes`; otherwise 0, so that index is built again at its next
+/// search rather than labelled past a change it lacks (an operator's statement writing the
+/// same new tenant at that moment).
+pub(super) async fn first_version(
+    conn: &mut PgConnection,
+    tenant: &str,
+    changes: i64,
+) -> Result<Version, sqlx::Error> {
+    let (version, logged): (Option<i64>, i64) = sqlx::query_as(
+        "SELECT (SELECT version FROM memory_versions WHERE tenant_id = $1), \
+                (SELECT count(*) FROM memory_changes WHERE tenant_id = $1)",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(match version {
+        Some(version) if logged == changes => version,
+        _ => 0,
+    })
+}
+
+/// The version table, the change log and the triggers that keep them. A tenant's versions
+/// only grow, past the removal of its row with its last memory too: a new row starts an
+/// epoch of its own (`memory_version_epochs`, shifted past 2^32 versions to an epoch), past
+/// every version any earlier row reached, so an index labelled in a tenant's past never
+/// matches its present; `nextval` never waits and never goes back, whoever commits first.
 pub(super) const SCHEMA: &[&str] = &[
+    "CREATE SEQUENCE IF NOT EXISTS memory_version_epochs",
     "CREATE TABLE IF NOT EXISTS memory_versions (
        tenant_id text PRIMARY KEY,
        version   bigint NOT NULL
@@ -45,14 +72,19 @@ pub(super) const SCHEMA: &[&str] = &[
        PRIMARY KEY (tenant_id, version)
      )",
     // One version per memory changed, logged with its id; every 100th also prunes what
-    // lies more than `LOGGED` versions back (the 1000 below).
+    // lies more than `LOGGED` versions back (the 1000 below). A tenant without a row
+    // starts an epoch, taken only then.
     "CREATE OR REPLACE FUNCTION memory_versions_move(tenant text, memory text) RETURNS void
      LANGUAGE plpgsql AS $$
      DECLARE moved bigint;
      BEGIN
-       INSERT INTO memory_versions VALUES (tenant, 1)
-         ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1
+       UPDATE memory_versions SET version = version + 1 WHERE tenant_id = tenant
          RETURNING version INTO moved;
+       IF NOT FOUND THEN
+         INSERT INTO memory_versions VALUES (tenant, (nextval('memory_version_epochs') << 32) + 1)
+           ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1
+           RETURNING version INTO moved;
+       END IF;
        INSERT INTO memory_changes VALUES (tenant, moved, memory)
          ON CONFLICT (tenant_id, version) DO UPDATE SET id = EXCLUDED.id;
        IF moved % 100 = 0 THEN
@@ -93,11 +125,43 @@ pub(super) const SCHEMA: &[&str] = &[
     "CREATE OR REPLACE TRIGGER memories_versioned
        AFTER INSERT OR DELETE OR UPDATE OF tenant_id, id, scope, conversation, embedding, terms, expires_at
        ON memories FOR EACH ROW EXECUTE FUNCTION memory_versions_bump()",
+    // A tenant's last memory gone, its version row goes, and its log with it
+    // (`memory_versions_deleted`): a flood of short-lived tenants leaves nothing behind.
+    // Once per statement, after every row's version moved: a sweep deleting a tenant's
+    // expired memories at once removes its row once, rather than removing it and making it
+    // again row after row. Every writer of the tenant holds its row, so none writes
+    // meanwhile.
+    "CREATE OR REPLACE FUNCTION memory_versions_release() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       DELETE FROM memory_versions v
+         WHERE v.tenant_id IN (SELECT DISTINCT tenant_id FROM gone)
+           AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = v.tenant_id);
+       RETURN NULL;
+     END $$",
+    "CREATE OR REPLACE TRIGGER memories_released
+       AFTER DELETE ON memories REFERENCING OLD TABLE AS gone
+       FOR EACH STATEMENT EXECUTE FUNCTION memory_versions_release()",
+    // The tenant's advisory lock comes first: releases before the version table took only
+    // that one for check-then-insert, and during a rolling upgrade they must still wait
+    // for this release's writers. Its own statement, so the next sees what a writer that
+    // held it committed (a row it removed with the tenant's last memory). A missing row
+    // is not made here: the write's trigger makes it, so a write that changes nothing
+    // takes no epoch.
+    "CREATE OR REPLACE FUNCTION memory_versions_lock(tenant text) RETURNS bigint
+     LANGUAGE plpgsql AS $$
+     DECLARE held bigint;
+     BEGIN
+       PERFORM pg_advisory_xact_lock(hashtextextended('mcp-memory:' || tenant, 0));
+       SELECT version INTO held FROM memory_versions WHERE tenant_id = tenant FOR UPDATE;
+       RETURN coalesce(held, 0);
+     END $$",
     // Before, while the rows still say which tenants they belong to: a tenant written only
     // by an older release has no version row yet, and must be bumped all the same.
     "CREATE OR REPLACE FUNCTION memory_versions_bump_all() RETURNS trigger LANGUAGE plpgsql AS $$
      BEGIN
-       INSERT INTO memory_versions SELECT DISTINCT tenant_id, 1 FROM memories
+       INSERT INTO memory_versions
+         SELECT tenant, (nextval('memory_version_epochs') << 32) + 1
+         FROM (SELECT DISTINCT tenant_id AS tenant FROM memories) tenants
          ON CONFLICT (tenant_id) DO UPDATE SET version = memory_versions.version + 1;
        RETURN NULL;
      END $$",
@@ -119,21 +183,17 @@ pub(super) async fn version<'e>(
 }
 
 /// Locks the tenant's version row until the transaction ends, so no other writer changes
-/// the tenant meanwhile, and returns the version. The tenant's advisory lock comes first:
-/// releases before the version table took only that one for check-then-insert, and during
-/// a rolling upgrade they must still wait for this release's writers.
+/// the tenant meanwhile, and returns the version; 0 for a tenant without one, whose writers
+/// this release's and older ones take turns by the tenant's advisory lock
+/// (`memory_versions_lock`).
 pub(super) async fn lock_version<'e>(
     executor: impl PgExecutor<'e>,
     tenant: &str,
 ) -> Result<Version, sqlx::Error> {
-    sqlx::query_scalar(
-        "WITH turn AS (SELECT pg_advisory_xact_lock(hashtextextended('mcp-memory:' || $1, 0))) \
-         INSERT INTO memory_versions SELECT $1, 0 FROM turn ON CONFLICT (tenant_id) \
-         DO UPDATE SET version = memory_versions.version RETURNING version",
-    )
-    .bind(tenant)
-    .fetch_one(executor)
-    .await
+    sqlx::query_scalar("SELECT memory_versions_lock($1)")
+        .bind(tenant)
+        .fetch_one(executor)
+        .await
 }
 
 /// Builds the tenant's index from its rows, which stream to a blocking thread that indexes
@@ -341,13 +401,12 @@ impl Database {
         &self,
         tenant: &str,
     ) -> Result<(sqlx::Transaction<'static, sqlx::Postgres>, Version), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let version = version(&mut *tx, tenant).await.map_err(failed)?;
-        let recorded = super::recorded_model(&mut tx, "").await.map_err(failed)?;
+            .await?;
+        let version = version(&mut *tx, tenant).await?;
+        let recorded = super::schema::recorded_model(&mut tx, "").await?;
         StoreError::unless_same_model(&self.location, recorded, &self.model)?;
         Ok((tx, version))
     }
@@ -360,15 +419,13 @@ impl Coherence for Database {
     type Changes = Changes;
 
     async fn version(&self, tenant: &str) -> Result<Version, StoreError> {
-        version(&self.pool, tenant).await.map_err(failed)
+        version(&self.pool, tenant).await.map_err(StoreError::from)
     }
 
     async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
         let (mut tx, version) = self.snapshot(tenant).await?;
-        let index = load(&mut tx, tenant, self.model.dimension, &self.files)
-            .await
-            .map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        let index = load(&mut tx, tenant, self.model.dimension, &self.files).await?;
+        tx.commit().await?;
         Ok((version, index))
     }
 
@@ -378,8 +435,8 @@ impl Coherence for Database {
         from: Version,
     ) -> Result<Option<(Version, Changes)>, StoreError> {
         let (mut tx, to) = self.snapshot(tenant).await?;
-        let changes = changes(&mut tx, tenant, from, to).await.map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
+        let changes = changes(&mut tx, tenant, from, to).await?;
+        tx.commit().await?;
         Ok(changes.map(|c| (to, c)))
     }
 

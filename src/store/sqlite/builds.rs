@@ -3,8 +3,9 @@
 //! while others write, so the index shows exactly the versions that transaction saw. Only
 //! putting it in place takes the connection, for as long as adding this process's waiting
 //! counts takes: no flush of them runs meanwhile (`uses.rs`), so none is lost or counted
-//! twice. Builds take turns (`TenantCache::building`), and a tenant's builds and this
-//! process's writes to it take one turn at a time (its slot's `writes`).
+//! twice. Builds take turns (`TenantCache::building`), one build of a tenant at a time (its
+//! slot's `writes`); a write waits for that turn only when this process holds no index of
+//! the tenant, and builds it first.
 //!
 //! Lock order, kept by every path of the store: the connection, then the waiting counts
 //! (`Pending`), then an index's slot, then a memory in it. A build holds none of them while
@@ -16,8 +17,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags};
 
 use super::index::{self, TenantIndex, Versions};
+use super::schema::{BUSY_TIMEOUT, Recorded};
 use super::uses::Pending;
-use super::{BUSY_TIMEOUT, Indexes, Recorded, failed, lock};
+use super::{Indexes, lock};
 use crate::memory::Visibility;
 use crate::search::Query;
 use crate::search::cache::{BUILDS_AT_ONCE, Interrupted, Slot, Version};
@@ -95,26 +97,45 @@ pub(super) struct Parts {
 impl Parts {
     /// Answers `asked` from the tenant's index when it shows the file's memories as they are
     /// now (its counts first brought up to the file's); `asked` comes back otherwise, with the
-    /// version the index must show. With `shown_or_not`, whatever the index shows is searched.
-    pub fn search(
+    /// version the index must show.
+    pub fn search_current(
         &self,
         tenant: &str,
         slot: &Slot<TenantIndex>,
         asked: Asked,
-        shown_or_not: bool,
     ) -> Result<Result<Matches, (Asked, Version)>, StoreError> {
         {
             let conn = lock(&self.conn)?;
-            let now = Versions::read(&conn, tenant).map_err(failed)?;
-            if !shown_or_not && !slot.shows(now.memories) {
+            let now = Versions::read(&conn, tenant)?;
+            if !slot.shows(now.memories) {
                 return Ok(Err((asked, now.memories)));
             }
             self.refresh_uses(&conn, tenant, slot, now.uses)?;
         }
-        // The connection is held only to check the versions, not while the index is
-        // searched, so searches run in parallel.
+        Self::matches(slot, asked).map(Ok)
+    }
+
+    /// Answers `asked` from the index the slot holds, which a build just brought up to the
+    /// version a search found stale, or past it.
+    pub fn search_built(
+        &self,
+        tenant: &str,
+        slot: &Slot<TenantIndex>,
+        asked: Asked,
+    ) -> Result<Matches, StoreError> {
+        {
+            let conn = lock(&self.conn)?;
+            let now = Versions::read(&conn, tenant)?;
+            self.refresh_uses(&conn, tenant, slot, now.uses)?;
+        }
+        Self::matches(slot, asked)
+    }
+
+    /// The connection is held only to check the versions, not while the index is searched,
+    /// so searches run in parallel.
+    fn matches(slot: &Slot<TenantIndex>, asked: Asked) -> Result<Matches, StoreError> {
         let matches = slot.read_held(|index| asked.matches(index));
-        Ok(Ok(matches.ok_or(Interrupted::Dropped)?))
+        Ok(matches.ok_or(Interrupted::Dropped)?)
     }
 
     /// Reads the counts again if another process counted uses since the index's.
@@ -131,7 +152,7 @@ impl Parts {
         {
             return Ok(());
         }
-        let counted = index::counted_uses(conn, tenant).map_err(failed)?;
+        let counted = index::counted_uses(conn, tenant)?;
         let waiting = self.pending.lock();
         slot.read_held(|index| index.set_uses(&counted, waiting.get(tenant), now));
         Ok(())
@@ -142,7 +163,7 @@ impl Parts {
     pub fn build(&self, tenant: &str, slot: &Slot<TenantIndex>) -> Result<(), StoreError> {
         {
             let conn = lock(&self.conn)?;
-            if slot.shows(Versions::read(&conn, tenant).map_err(failed)?.memories) {
+            if slot.shows(Versions::read(&conn, tenant)?.memories) {
                 return Ok(());
             }
         }
@@ -157,8 +178,8 @@ impl Parts {
     /// The tenant's index as one read transaction sees the file, and the versions it shows;
     /// refused if the file now holds another model's vectors (a re-embedding switched it).
     fn read(&self, tenant: &str) -> Result<(Versions, TenantIndex), StoreError> {
-        let mut conn = self.readers.take().map_err(failed)?;
-        let read = (|| {
+        let mut conn = self.readers.take()?;
+        let read = (|| -> rusqlite::Result<Result<(Versions, TenantIndex), StoreError>> {
             let tx = conn.transaction()?;
             // The first read starts the transaction's snapshot: the rows below are the
             // ones of these versions.
@@ -171,6 +192,6 @@ impl Parts {
             Ok(Ok((versions, index)))
         })();
         self.readers.give_back(conn);
-        read.map_err(failed)?
+        read?
     }
 }

@@ -2,7 +2,7 @@
 //! beside it, each memory whole, so a search answers without reading a row. The file stays
 //! the truth: the tenant cache (`search::cache`) builds a tenant's index from it on first
 //! use, this process updates it on every write it makes, and another process's write is
-//! caught by the tenant's two versions in `memory_versions`, kept by triggers (SCHEMA) and
+//! caught by the tenant's two versions in `memory_versions`, kept by triggers (`schema.rs`) and
 //! read under the connection's lock: a change to the memories (`memories`, the cache's
 //! label) builds the index again (`builds.rs`); a change to counted uses alone (`uses`:
 //! another process's recall) only reads the tenant's counts again (`set_uses`), so one
@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::rows::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use super::uses;
-use super::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
 use crate::search::{self, Entry, Found, Query, SearchIndex, VectorFiles};
@@ -39,7 +39,7 @@ pub(super) struct TenantIndex {
 /// A memory's uses: how many, and the last.
 pub(super) type Counts = (u64, Option<i64>);
 
-/// A tenant's two versions (SCHEMA's `memory_versions`); both 0 before its first write.
+/// A tenant's two versions (`schema.rs`, `memory_versions`); both 0 before its first write.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Versions {
     pub memories: Version,

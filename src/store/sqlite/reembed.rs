@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{blocking, connect, failed, lock, recorded_model, to_blob};
+use super::rows::to_blob;
+use super::schema::{NEW_VERSION, connect, recorded_model};
+use super::{blocking, lock};
 use crate::memory::Model;
 use crate::store::reembed::{Pending, Plan, Reembedding, Switched, Unembedded, staged_for};
 use crate::store::{StoreError, split_tenant_and_id, tenant_and_id};
@@ -35,7 +37,7 @@ pub struct Reembedder {
 impl Reembedder {
     pub fn open(path: &Path) -> Result<Reembedder, StoreError> {
         let conn = connect(path)?;
-        conn.execute_batch(STAGING).map_err(failed)?;
+        conn.execute_batch(STAGING)?;
         Ok(Reembedder {
             path: path.to_owned(),
             conn: Arc::new(Mutex::new(conn)),
@@ -47,7 +49,7 @@ impl Reembedder {
         work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let conn = Arc::clone(&self.conn);
-        blocking(move || work(&mut *lock(&conn)?).map_err(failed)).await
+        blocking(move || work(&mut *lock(&conn)?).map_err(StoreError::from)).await
     }
 }
 
@@ -159,12 +161,12 @@ impl Reembedding for Reembedder {
                  UPDATE memories SET embedding = (SELECT r.embedding FROM reembedded r \
                    WHERE r.tenant_id = memories.tenant_id AND r.id = memories.id); \
                  INSERT INTO memory_versions (tenant_id, memories) \
-                   SELECT DISTINCT tenant_id, 1 FROM memories WHERE true \
+                   SELECT DISTINCT tenant_id, {NEW_VERSION} FROM memories WHERE true \
                    ON CONFLICT (tenant_id) DO UPDATE SET memories = memories + 1; \
-                 {} \
+                 {triggers} \
                  DELETE FROM reembedded; \
                  DELETE FROM store_meta WHERE key = 'reembedding';",
-                super::version_triggers()
+                triggers = super::schema::version_triggers()
             ))?;
             tx.execute(
                 "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('model', ?1), ('dimension', ?2)",

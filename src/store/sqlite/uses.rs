@@ -1,9 +1,9 @@
-//! Counted uses, written behind. A recall counts its uses in the tenant's index at once and
-//! here, and they reach the file (`memory_uses`) in one transaction for every recall of the
-//! last second: a transaction per recall cost about a fifth of the recalls at 10k memories
-//! (BENCHMARKS.md, issue 21). Waiting counts are written by a timer (`start`), before
-//! anything of this process reads counts from the file (listing, export), at `flush`
-//! (shutdown) and when the store is dropped; a crash loses at most the last second of
+//! Counted uses, written behind. A recall counts its uses in the tenant's index at once and here,
+//! and they reach the file (`memory_uses`) in one transaction for every recall of the last second:
+//! a transaction per recall cost about a fifth of the recalls at 10k memories (BENCHMARKS.md,
+//! "Issue 21, item 5: write-behind access counters (SQLite)"). Waiting counts are written by a
+//! timer (`start`), before anything of this process reads counts from the file (listing, export),
+//! at `flush` (shutdown) and when the store is dropped; a crash loses at most the last second of
 //! counts, never a memory.
 //!
 //! While they wait, an index's counts are the file's plus those still waiting here: a
