@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use crate::config::{Config, Timeouts};
-use crate::embed::{self, TimedEmbedder};
+use crate::embed::{self, Embedder, TimedEmbedder};
 use crate::library;
 use crate::metrics::Metrics;
 use crate::store::sweep::Sweeper;
-use crate::store::{self, StoreError, TimedStore};
+use crate::store::{self, MemoryStore, StoreError, TimedStore};
 use crate::tools::{Judgement, ToolService};
 
 /// The Cargo features of this build, as `build_info` reports them.
@@ -49,19 +49,29 @@ pub struct App {
     pub sweeper: Sweeper,
 }
 
+/// The embedder and the store the configuration names, as the server and the commands
+/// (`mcp-memory export`, `import`) open them: the embedder first, since its model is what
+/// the store checks its vectors against; a store whose index fixes the width has the
+/// embedder explain a mismatch.
+pub async fn open_store(
+    config: &Config,
+) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), BootError> {
+    let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
+    let store = store::open(&config.store, &embedder.model())
+        .await
+        .map_err(BootError::Store)?;
+    let embedder = match store.width_fixed_by_index() {
+        true => embed::explained_by_index(embedder),
+        false => embedder,
+    };
+    Ok((embedder, store))
+}
+
 impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
     pub async fn build(config: Config) -> Result<App, BootError> {
-        let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
-        let store = store::open(&config.store, &embedder.model())
-            .await
-            .map_err(BootError::Store)?;
-        let embedder = if store.width_fixed_by_index() {
-            embed::explained_by_index(embedder)
-        } else {
-            embedder
-        };
+        let (embedder, store) = open_store(&config).await?;
         let metrics = Arc::new(Metrics::new(config.metrics_tenant_label, FEATURES));
         let store: Arc<dyn store::MemoryStore> = Arc::new(TimedStore {
             inner: store,

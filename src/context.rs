@@ -6,7 +6,7 @@
 
 use axum::http::HeaderMap;
 
-use crate::memory::{Conversation, Tenant, Visibility};
+use crate::memory::{Conversation, Tenant, Visibility, trim};
 
 const EXPLICIT_TENANT: &str = "x-memory-tenant";
 const STAMPED_TENANT: &str = "x-tenant-id";
@@ -70,11 +70,6 @@ fn single(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
     // A value that is not valid UTF-8 cannot pass the ASCII rules below; keep it as a
     // lossy string so the refusal names the right rule.
     Ok(first.map(|v| trim(&String::from_utf8_lossy(v.as_bytes())).to_owned()))
-}
-
-/// JavaScript's `trim`, which also strips the byte-order mark.
-pub fn trim(s: &str) -> &str {
-    s.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
 }
 
 fn tenant(headers: &HeaderMap) -> Result<Tenant, String> {

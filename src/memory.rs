@@ -309,6 +309,151 @@ impl NewMemory {
     }
 }
 
+/// The largest memory `remember` stores, and its labels' bounds: the same for a memory
+/// that arrives by `mcp-memory import` (docs/behavior.md#validation).
+pub const MAX_CONTENT_BYTES: usize = 32_000;
+pub const MAX_CATEGORY_BYTES: usize = 128;
+pub const MAX_TAGS: usize = 20;
+pub const MAX_TAG_BYTES: usize = 64;
+/// Ids are 26 characters; this only bounds what is looked up.
+pub const MAX_ID_BYTES: usize = 128;
+/// How much of an over-long tag the refusal quotes.
+const TAG_QUOTE_CHARS: usize = 30;
+
+/// A memory's text or label breaks one of the rules above: the message names the field
+/// and the limit, for the caller to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+/// JavaScript's `trim`, which also strips the byte-order mark.
+pub fn trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+}
+
+/// `value` when its trim is non-empty and it holds no NUL; the untrimmed value is what is
+/// kept. NUL is refused on every store alike: PostgreSQL cannot hold it in text, and a
+/// memory must read the same wherever it is kept.
+pub fn non_blank<'a>(value: &'a str, name: &str) -> Result<&'a str, Invalid> {
+    if trim(value).is_empty() {
+        return Err(Invalid(format!(
+            "`{name}` is required and must be a non-empty string."
+        )));
+    }
+    if value.contains('\0') {
+        return Err(Invalid(format!(
+            "`{name}` may not hold a NUL character (U+0000)."
+        )));
+    }
+    Ok(value)
+}
+
+/// A memory's content: not blank, no NUL, within `MAX_CONTENT_BYTES`.
+pub fn content(content: &str) -> Result<&str, Invalid> {
+    let content = non_blank(content, "content")?;
+    if content.len() > MAX_CONTENT_BYTES {
+        return Err(Invalid(format!(
+            "`content` is {} bytes; the maximum is {MAX_CONTENT_BYTES}. Store the essential fact \
+             rather than the whole document.",
+            content.len()
+        )));
+    }
+    Ok(content)
+}
+
+/// A category as stored: one line within `MAX_CATEGORY_BYTES`, trimmed, empty as none.
+pub fn category(category: Option<&str>) -> Result<Option<String>, Invalid> {
+    if category.is_some_and(|c| c.chars().any(char::is_control)) {
+        return Err(Invalid(
+            "`category` may not hold control characters (newlines, tabs, NUL); it is a \
+             one-line label."
+                .into(),
+        ));
+    }
+    if category.is_some_and(|c| c.len() > MAX_CATEGORY_BYTES) {
+        return Err(Invalid(format!(
+            "`category` may be at most {MAX_CATEGORY_BYTES} bytes; it is a sub-label, so put the \
+             detail in content."
+        )));
+    }
+    Ok(category
+        .map(trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned))
+}
+
+/// Tags trimmed, blanks dropped: how they are stored and how a filter names them.
+pub fn trimmed_tags(given: Option<Vec<String>>) -> Vec<String> {
+    (given.into_iter().flatten())
+        .map(|tag| trim(&tag).to_owned())
+        .filter(|tag| !tag.is_empty())
+        .collect()
+}
+
+/// Tags as stored: each one line, at most `MAX_TAGS` given (blank ones count), trimmed,
+/// blanks dropped, each within `MAX_TAG_BYTES`.
+pub fn tags(given: Option<Vec<String>>) -> Result<Vec<String>, Invalid> {
+    let count = given.as_ref().map_or(0, Vec::len);
+    if given
+        .iter()
+        .flatten()
+        .any(|t| t.chars().any(char::is_control))
+    {
+        return Err(Invalid(
+            "`tags` may not hold control characters (newlines, tabs, NUL); each tag is a \
+             one-line label."
+                .into(),
+        ));
+    }
+    let tags = trimmed_tags(given);
+    if count > MAX_TAGS {
+        return Err(Invalid(format!(
+            "`tags` may hold at most {MAX_TAGS} entries."
+        )));
+    }
+    if let Some(long) = tags.iter().find(|t| t.len() > MAX_TAG_BYTES) {
+        let quote: String = long.chars().take(TAG_QUOTE_CHARS).collect();
+        return Err(Invalid(format!(
+            "each tag may be at most {MAX_TAG_BYTES} bytes; \"{quote}…\" is longer."
+        )));
+    }
+    Ok(tags)
+}
+
+/// The id a memory replaces: not blank, no NUL, trimmed, within `MAX_ID_BYTES`.
+pub fn replaces(id: &str) -> Result<String, Invalid> {
+    let id = trim(non_blank(id, "replaces")?);
+    if id.len() > MAX_ID_BYTES {
+        return Err(Invalid(format!(
+            "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
+        )));
+    }
+    Ok(id.to_owned())
+}
+
+/// A memory's labels as they are stored.
+pub struct Labels {
+    pub category: Option<String>,
+    pub tags: Vec<String>,
+    pub replaces: Option<String>,
+}
+
+/// What `remember` holds a memory's text and labels to, for a memory that arrives another
+/// way too (`mcp-memory import`): its labels as stored, or the first rule it breaks.
+pub fn labels(
+    content_given: &str,
+    category_given: Option<&str>,
+    tags_given: Vec<String>,
+    replaces_given: Option<&str>,
+) -> Result<Labels, Invalid> {
+    content(content_given)?;
+    Ok(Labels {
+        category: category(category_given)?,
+        tags: tags(Some(tags_given))?,
+        replaces: replaces_given.map(replaces).transpose()?,
+    })
+}
+
 /// A memory found by vector search, with its cosine similarity to the query. The memory is
 /// shared: a recall weighs a hundred or more candidates and shows a few, and a store that
 /// holds its memories in memory hands them out without copying each one.
@@ -441,5 +586,12 @@ mod tests {
     fn iso_has_millisecond_precision_and_z() {
         assert_eq!(iso(1_782_909_296_789), "2026-07-01T12:34:56.789Z");
         assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn tags_are_trimmed_and_blanks_dropped() {
+        let given = [" a ", "", "  ", "배포"].map(String::from).to_vec();
+        assert_eq!(trimmed_tags(Some(given)), ["a", "배포"]);
+        assert!(trimmed_tags(None).is_empty());
     }
 }

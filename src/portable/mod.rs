@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, Variables};
 use crate::embed::{self, EmbedError, Embedder};
 use crate::memory::{Memory, MemoryType, Model, Scope, iso};
-use crate::store::{self, MemoryStore, Portable};
+use crate::store::{MemoryStore, Portable};
 
 /// The format this release writes and reads.
 pub const FORMAT: &str = "mcp-memory/1";
@@ -93,16 +93,17 @@ impl Line {
                 format!("\"{}\" is not a ULID in upper case", self.id),
             ));
         }
-        let crate::tools::Labels {
+        let crate::memory::Labels {
             category,
             tags,
             replaces,
-        } = crate::tools::check_labels(
+        } = crate::memory::labels(
             &self.content,
             self.category.as_deref(),
             self.tags,
             self.replaces.as_deref(),
-        )?;
+        )
+        .map_err(|refused| refused.0)?;
         let memory_type = MemoryType::parse(&self.memory_type).ok_or_else(|| {
             field(
                 "type",
@@ -189,19 +190,16 @@ impl Line {
 /// The configured embedder and store, as the server would open them; a refusal is printed
 /// as one line and becomes the exit code.
 async fn open(variables: Variables) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), ExitCode> {
-    let (config, embedder) = configured(variables)?;
-    let store = store::open(&config.store, &embedder.model())
-        .await
-        .map_err(|e| {
-            eprintln!("storage error: {e}");
-            ExitCode::FAILURE
-        })?;
-    Ok((embedder, store))
+    let config = resolved(variables)?;
+    crate::app::open_store(&config).await.map_err(|refused| {
+        eprintln!("{refused}");
+        ExitCode::FAILURE
+    })
 }
 
-/// The configuration and the embedder it names; a refusal is printed as one line and
-/// becomes the exit code.
-fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
+/// The configuration; a refusal is printed as one line and becomes the exit code, and its
+/// warnings are printed.
+fn resolved(variables: Variables) -> Result<Config, ExitCode> {
     let config = variables.resolve().map_err(|message| {
         eprintln!("configuration error: {message}");
         ExitCode::FAILURE
@@ -209,6 +207,13 @@ fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitC
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
+    Ok(config)
+}
+
+/// The configuration and the embedder it names, for a command that opens its store
+/// itself (`reembed`); a refusal is printed as one line and becomes the exit code.
+fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
+    let config = resolved(variables)?;
     let embedder = embed::build(&config.embedder).map_err(|e| {
         eprintln!("embedding model error: {e}");
         ExitCode::FAILURE

@@ -3,25 +3,12 @@
 //! limits. Types were checked by the schema layer and read by each tool's typed `Args`.
 
 use super::ToolError;
-use crate::context::trim;
 
 pub const MAX_LIMIT: u64 = 50;
 
-/// `value` when its trim is non-empty and it holds no NUL; the untrimmed value is what the
-/// tool uses. NUL is refused on every store alike: PostgreSQL cannot hold it in text, and a
-/// memory must read the same wherever it is kept.
+/// `value` when its trim is non-empty and it holds no NUL (`memory::non_blank`).
 pub fn non_blank<'a>(value: &'a str, name: &str) -> Result<&'a str, ToolError> {
-    if trim(value).is_empty() {
-        return Err(ToolError::Invalid(format!(
-            "`{name}` is required and must be a non-empty string."
-        )));
-    }
-    if value.contains('\0') {
-        return Err(ToolError::Invalid(format!(
-            "`{name}` may not hold a NUL character (U+0000)."
-        )));
-    }
-    Ok(value)
+    Ok(crate::memory::non_blank(value, name)?)
 }
 
 /// `limit`: absent → `default`; otherwise an integer in 1..=50 (the schema layer has
@@ -37,14 +24,6 @@ pub fn limit(value: Option<f64>, default: usize) -> Result<usize, ToolError> {
             "`limit` must be an integer between 1 and {MAX_LIMIT}."
         )))
     }
-}
-
-/// Tags as given: absent → none; each trimmed, blanks dropped. Limits are the caller's.
-pub fn tags(value: Option<Vec<String>>) -> Vec<String> {
-    (value.into_iter().flatten())
-        .map(|tag| trim(&tag).to_owned())
-        .filter(|tag| !tag.is_empty())
-        .collect()
 }
 
 #[cfg(test)]
@@ -78,12 +57,5 @@ mod tests {
         }
         let err = message(non_blank("a\0b", "content").unwrap_err());
         assert_eq!(err, "`content` may not hold a NUL character (U+0000).");
-    }
-
-    #[test]
-    fn tags_are_trimmed_and_blanks_dropped() {
-        let given = [" a ", "", "  ", "배포"].map(String::from).to_vec();
-        assert_eq!(tags(Some(given)), ["a", "배포"]);
-        assert!(tags(None).is_empty());
     }
 }

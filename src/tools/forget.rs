@@ -28,6 +28,7 @@ fn output() -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Args {
     id: String,
 }
@@ -46,7 +47,7 @@ impl Tool for Forget {
         ctx: &RequestContext,
         args: &Arguments,
     ) -> Result<Answer, ToolError> {
-        let args: Args = schema::parse(args)?;
+        let args: Args = DEFINITION.parse(args)?;
         let id = args::non_blank(&args.id, "id")?;
         let deleted = service
             .store
@@ -58,5 +59,15 @@ impl Tool for Forget {
             format!("[MEMORY] No memory with id {id} exists for this project. Nothing was deleted.")
         };
         Ok(Answer::new(text, json!({"id": id, "deleted": deleted})))
+    }
+}
+
+/// The definition and `Args` agree: every declared parameter is read.
+#[cfg(test)]
+#[test]
+fn every_declared_parameter_is_read() {
+    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
+    if let Err(e) = read {
+        panic!("{e:?}");
     }
 }

@@ -49,6 +49,7 @@ fn output() -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Args {
     #[serde(rename = "type")]
     memory_type: Option<MemoryType>,
@@ -70,7 +71,7 @@ impl Tool for ListMemories {
         ctx: &RequestContext,
         args: &Arguments,
     ) -> Result<Answer, ToolError> {
-        let args: Args = schema::parse(args)?;
+        let args: Args = DEFINITION.parse(args)?;
         let memory_type = args.memory_type;
         let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
         let after = match args.cursor.as_deref() {
@@ -115,5 +116,15 @@ impl Tool for ListMemories {
             out.push_str(&format!("\n\nnext cursor: {next}"));
         }
         Ok(Answer::new(out, data))
+    }
+}
+
+/// The definition and `Args` agree: every declared parameter is read.
+#[cfg(test)]
+#[test]
+fn every_declared_parameter_is_read() {
+    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
+    if let Err(e) = read {
+        panic!("{e:?}");
     }
 }

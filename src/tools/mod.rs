@@ -209,38 +209,11 @@ enum ToolError {
     Docs(String),
 }
 
-/// A memory's labels as `remember` stores them.
-pub struct Labels {
-    pub category: Option<String>,
-    pub tags: Vec<String>,
-    pub replaces: Option<String>,
-}
-
-/// What `remember` holds a memory's text and labels to, for a memory that arrives another
-/// way (`mcp-memory import`): its labels as stored, or the refusal naming the field and the
-/// limit.
-pub fn check_labels(
-    content: &str,
-    category: Option<&str>,
-    tags: Vec<String>,
-    replaces: Option<&str>,
-) -> Result<Labels, String> {
-    let message = |e: ToolError| match e {
-        ToolError::Invalid(message) => message,
-        other => format!("{other:?}"),
-    };
-    remember::content(content).map_err(message)?;
-    let category = remember::category(category).map_err(message)?;
-    let tags = remember::tags(Some(tags)).map_err(message)?;
-    let replaces = replaces
-        .map(remember::replaces)
-        .transpose()
-        .map_err(message)?;
-    Ok(Labels {
-        category,
-        tags,
-        replaces,
-    })
+/// A memory's text or label the domain refused is the caller's to fix.
+impl From<crate::memory::Invalid> for ToolError {
+    fn from(e: crate::memory::Invalid) -> Self {
+        ToolError::Invalid(e.0)
+    }
 }
 
 /// The one place a store's failure becomes what the model reads.

@@ -63,6 +63,7 @@ pub const MAX_QUERY_BYTES: usize = 32_000;
 const QUOTE_CHARS: usize = 200;
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Args {
     query: String,
     limit: Option<f64>,
@@ -83,7 +84,7 @@ impl Tool for Recall {
         ctx: &RequestContext,
         args: &Arguments,
     ) -> Result<Answer, ToolError> {
-        let args: Args = schema::parse(args)?;
+        let args: Args = DEFINITION.parse(args)?;
         let mode = args.mode.unwrap_or(RecallMode::Balanced);
         let query = args::non_blank(&args.query, "query")?;
         if query.len() > MAX_QUERY_BYTES {
@@ -229,4 +230,14 @@ fn no_match_guidance(mode: RecallMode) -> String {
          Absence of a memory is not evidence about the subject: do not infer an answer from it.",
         suggestions.join("; ")
     )
+}
+
+/// The definition and `Args` agree: every declared parameter is read.
+#[cfg(test)]
+#[test]
+fn every_declared_parameter_is_read() {
+    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
+    if let Err(e) = read {
+        panic!("{e:?}");
+    }
 }

@@ -7,19 +7,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::schema::{self, Definition, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
+use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
-use crate::memory::{MemoryType, NewMemory, Scope, new_id, now_ms};
+use crate::memory::{self, MemoryType, NewMemory, Scope, new_id, now_ms};
 use crate::store::Remembered;
 
-pub const MAX_CONTENT_BYTES: usize = 32_000;
-pub const MAX_CATEGORY_BYTES: usize = 128;
-pub const MAX_TAGS: usize = 20;
-pub const MAX_TAG_BYTES: usize = 64;
-/// Ids are 26 characters; this only bounds what is looked up.
-pub const MAX_ID_BYTES: usize = 128;
-/// How much of an over-long tag the refusal quotes.
-const TAG_QUOTE_CHARS: usize = 30;
 /// The furthest a memory's expiry may be, either way it is given: ten years of 365 days.
 pub const MAX_EXPIRY_DAYS: i64 = 3650;
 const DAY_MS: i64 = 86_400_000;
@@ -109,6 +101,7 @@ fn output() -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Args {
     content: String,
     scope: Option<Scope>,
@@ -135,7 +128,7 @@ impl Tool for Remember {
         ctx: &RequestContext,
         args: &Arguments,
     ) -> Result<Answer, ToolError> {
-        let memory = validate(ctx, schema::parse(args)?)?;
+        let memory = validate(ctx, DEFINITION.parse(args)?)?;
         remember(service, ctx, memory).await
     }
 }
@@ -213,8 +206,8 @@ fn similar_memories(out: &mut String, similar: &[crate::memory::Memory]) {
 
 /// docs/behavior.md#remember, first failure wins.
 fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
-    let content = content(&args.content)?;
-    let category = category(args.category.as_deref())?;
+    let content = memory::content(&args.content)?;
+    let category = memory::category(args.category.as_deref())?;
     let scope = args.scope.unwrap_or(Scope::Project);
     if scope == Scope::Conversation && ctx.conversation.is_none() {
         return Err(ToolError::Invalid(
@@ -224,8 +217,8 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         ));
     }
     let memory_type = args.memory_type.unwrap_or(MemoryType::Project);
-    let tags = tags(args.tags)?;
-    let replaces = args.replaces.as_deref().map(replaces).transpose()?;
+    let tags = memory::tags(args.tags)?;
+    let replaces = (args.replaces.as_deref().map(memory::replaces)).transpose()?;
     let now = now_ms();
     let expires_at = expiry(args.expires_in_days, args.expires_at.as_deref(), now)?;
     Ok(NewMemory {
@@ -240,81 +233,6 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         replaces,
         expires_at,
     })
-}
-
-/// A memory's content: not blank, no NUL, within `MAX_CONTENT_BYTES` (untrimmed).
-pub(super) fn content(content: &str) -> Result<&str, ToolError> {
-    let content = args::non_blank(content, "content")?;
-    if content.len() > MAX_CONTENT_BYTES {
-        return Err(ToolError::Invalid(format!(
-            "`content` is {} bytes; the maximum is {MAX_CONTENT_BYTES}. Store the essential fact \
-             rather than the whole document.",
-            content.len()
-        )));
-    }
-    Ok(content)
-}
-
-/// A category as stored: one line within `MAX_CATEGORY_BYTES`, trimmed, empty as none.
-pub(super) fn category(category: Option<&str>) -> Result<Option<String>, ToolError> {
-    if category.is_some_and(|c| c.chars().any(char::is_control)) {
-        return Err(ToolError::Invalid(
-            "`category` may not hold control characters (newlines, tabs, NUL); it is a \
-             one-line label."
-                .into(),
-        ));
-    }
-    if category.is_some_and(|c| c.len() > MAX_CATEGORY_BYTES) {
-        return Err(ToolError::Invalid(format!(
-            "`category` may be at most {MAX_CATEGORY_BYTES} bytes; it is a sub-label, so put the \
-             detail in content."
-        )));
-    }
-    Ok(category
-        .map(crate::context::trim)
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned))
-}
-
-/// Tags as stored: each one line, at most `MAX_TAGS` given (blank ones count), trimmed,
-/// blanks dropped, each within `MAX_TAG_BYTES`.
-pub(super) fn tags(given: Option<Vec<String>>) -> Result<Vec<String>, ToolError> {
-    let count = given.as_ref().map_or(0, Vec::len);
-    if given
-        .iter()
-        .flatten()
-        .any(|t| t.chars().any(char::is_control))
-    {
-        return Err(ToolError::Invalid(
-            "`tags` may not hold control characters (newlines, tabs, NUL); each tag is a \
-             one-line label."
-                .into(),
-        ));
-    }
-    let tags = args::tags(given);
-    if count > MAX_TAGS {
-        return Err(ToolError::Invalid(format!(
-            "`tags` may hold at most {MAX_TAGS} entries."
-        )));
-    }
-    if let Some(long) = tags.iter().find(|t| t.len() > MAX_TAG_BYTES) {
-        let quote: String = long.chars().take(TAG_QUOTE_CHARS).collect();
-        return Err(ToolError::Invalid(format!(
-            "each tag may be at most {MAX_TAG_BYTES} bytes; \"{quote}…\" is longer."
-        )));
-    }
-    Ok(tags)
-}
-
-/// The id a memory replaces: not blank, no NUL, trimmed, within `MAX_ID_BYTES`.
-pub(super) fn replaces(id: &str) -> Result<String, ToolError> {
-    let id = crate::context::trim(args::non_blank(id, "replaces")?);
-    if id.len() > MAX_ID_BYTES {
-        return Err(ToolError::Invalid(format!(
-            "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
-        )));
-    }
-    Ok(id.to_owned())
 }
 
 /// The instant (ms) a memory written at `now` expires, from either argument; both are
@@ -335,7 +253,7 @@ fn expiry(days: Option<f64>, at: Option<&str>, now: i64) -> Result<Option<i64>, 
             Ok(Some(now + days as i64 * DAY_MS))
         }
         (None, Some(text)) => {
-            let Ok(at) = chrono::DateTime::parse_from_rfc3339(crate::context::trim(text)) else {
+            let Ok(at) = chrono::DateTime::parse_from_rfc3339(crate::memory::trim(text)) else {
                 return invalid(format!(
                     "`expires_at` must be an RFC 3339 time with its offset, such as \
                      2027-03-31T00:00:00Z; \"{}\" is not one.",
@@ -353,6 +271,16 @@ fn expiry(days: Option<f64>, at: Option<&str>, now: i64) -> Result<Option<i64>, 
             }
             Ok(Some(at))
         }
+    }
+}
+
+/// The definition and `Args` agree: every declared parameter is read.
+#[cfg(test)]
+#[test]
+fn every_declared_parameter_is_read() {
+    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
+    if let Err(e) = read {
+        panic!("{e:?}");
     }
 }
 

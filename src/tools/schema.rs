@@ -97,21 +97,41 @@ impl Definition {
     }
 }
 
+impl Definition {
+    /// Arguments that passed `check`, as the tool's typed `Args`: its declared parameters
+    /// only (unknown properties are ignored, as in `check`), `null` as absent. Every `Args`
+    /// refuses a property it does not read (`deny_unknown_fields`), so a parameter declared
+    /// and not read fails here, and in each tool's test, which sends every one
+    /// (`every_parameter`); a required field the definition lacks fails there too.
+    pub fn parse<T: DeserializeOwned>(&self, args: &Arguments) -> Result<T, ToolError> {
+        let declared: Map<String, Value> = (args.iter())
+            .filter(|(k, v)| !v.is_null() && self.params.iter().any(|p| p.name == k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        serde_json::from_value(Value::Object(declared))
+            .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
+    }
+
+    /// Every parameter, each with a value of its kind.
+    #[cfg(test)]
+    pub fn every_parameter(&self) -> Arguments {
+        (self.params.iter())
+            .map(|p| {
+                let value = match p.kind {
+                    Kind::String => json!("2030-01-01T00:00:00Z"),
+                    Kind::Integer => json!(3),
+                    Kind::OneOf(values) => json!(values[0]),
+                    Kind::Strings => json!(["a"]),
+                };
+                (p.name.to_owned(), value)
+            })
+            .collect()
+    }
+}
+
 /// JSON numbers with no fractional part (`3`, `3.0`) are integers.
 fn is_integer(value: &Value) -> bool {
     value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
-}
-
-/// Arguments that passed `check`, as a tool's typed `Args`: `null` reads as absent and
-/// unknown properties are ignored, as in `check`. A failure here means the definition and
-/// the `Args` disagree.
-pub fn parse<T: DeserializeOwned>(args: &Arguments) -> Result<T, ToolError> {
-    let present: Map<String, Value> = (args.iter())
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    serde_json::from_value(Value::Object(present))
-        .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
 }
 
 /// An object schema of `properties`, every one required.
@@ -175,15 +195,36 @@ mod tests {
     }
 
     #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
     struct Args {
         query: String,
         limit: Option<f64>,
     }
 
+    const DEFINITION: Definition = Definition {
+        name: "find",
+        description: "",
+        params: &[
+            Param {
+                name: "query",
+                kind: Kind::String,
+                required: true,
+                description: "",
+            },
+            Param {
+                name: "limit",
+                kind: Kind::Integer,
+                required: false,
+                description: "",
+            },
+        ],
+        output: || json!({}),
+    };
+
     #[test]
     fn checked_arguments_read_as_typed_ones_with_null_as_absent() {
         let args = json!({"query": "q", "limit": null, "tenant": "other"});
-        let read: Args = parse(args.as_object().unwrap()).unwrap();
+        let read: Args = DEFINITION.parse(args.as_object().unwrap()).unwrap();
         assert_eq!(
             read,
             Args {

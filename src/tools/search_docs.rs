@@ -51,6 +51,7 @@ fn output() -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Args {
     query: String,
     limit: Option<f64>,
@@ -74,7 +75,7 @@ impl Tool for SearchDocs {
         let Some(library) = &service.docs else {
             return Err(ToolError::Invalid("unknown tool \"search_docs\".".into()));
         };
-        search(library.as_ref(), schema::parse(args)?).await
+        search(library.as_ref(), DEFINITION.parse(args)?).await
     }
 }
 
@@ -138,6 +139,16 @@ fn excerpt(text: &str) -> String {
     }
 }
 
+/// The definition and `Args` agree: every declared parameter is read.
+#[cfg(test)]
+#[test]
+fn every_declared_parameter_is_read() {
+    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
+    if let Err(e) = read {
+        panic!("{e:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,7 +187,7 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(search(library, schema::parse(&args)?))
+            .block_on(search(library, DEFINITION.parse(&args)?))
     }
 
     fn passage(text: &str, source: Option<&str>, score: Option<f64>) -> Excerpt {
