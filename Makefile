@@ -91,7 +91,7 @@ bench:
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) bash scripts/with-postgres.sh \
 	  cargo bench --features postgres --bench load
 
-# Issue 21, item 1: this server side by side with mcp-memory-service 12.4.0 and mem0ai 2.2.1
+# This server side by side with mcp-memory-service 12.4.0 and mem0ai 2.2.1
 # (bench/peers/, bench/README.md), not part of `make test`. The peers go into a venv of their
 # own, made with Debian's Python (mcp-memory-service needs SQLite extension loading), from the
 # pins in bench/peers/requirements.txt; it is made again when the pins change. Seeding is

@@ -18,13 +18,13 @@ use crate::memory::{Hit, KeywordHit, Memory};
 const DAY_MS: f64 = 86_400_000.0;
 const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
 const TRUST_WEIGHT: f64 = 0.1;
-/// How far use can move a memory: the use term adds at most this share of the mode's
-/// similarity weight, so use reorders matches whose relevance (relative to the best) is
-/// within this much of each other's, and never lifts a weaker match past a clearly better
-/// one. Recalling a memory used to raise its recency and its access term without bound,
-/// and what was recalled before crowded out better answers. Chosen on LoCoMo, 996
-/// questions in a row: the widest band (of 0.1, 0.03, 0.02) at which no mode recalls less
-/// with uses recorded than with none (BENCHMARKS.md, issue 17).
+/// How far use can move a memory: the use term adds at most this share of the mode's similarity
+/// weight, so use reorders matches whose relevance (relative to the best) is within this much of
+/// each other's, and never lifts a weaker match past a clearly better one. Recalling a memory used
+/// to raise its recency and its access term without bound, and what was recalled before crowded out
+/// better answers. Chosen on LoCoMo, 996 questions in a row: the widest band (of 0.1, 0.03, 0.02)
+/// at which no mode recalls less with uses recorded than with none (BENCHMARKS.md, "Issue 17:
+/// recall without a popularity loop (LoCoMo, questions in a row)").
 const USE_BAND: f64 = 0.02;
 /// The uses at which the use term is half way to its ceiling.
 const HALF_USES: f64 = 4.0;
@@ -181,13 +181,13 @@ impl RecallMode {
     }
 }
 
-/// How much a Korean query's words weigh, as a share of the keyword weight, for a model
-/// that reads Korean by meaning: Hangul is indexed as overlapping pairs of syllables, which
-/// match by accident far more often than English words do, and a paraphrase then loses to
-/// any memory sharing a pair. Measured with multilingual-e5-small on the multilingual set
-/// (BENCHMARKS.md, "Issue 31"): at the full weight of 0.5, Korean questions in other words
-/// found their Korean fact among the first five 54 % of the time, against 64 % at 0.2 and
-/// 65 % by meaning alone.
+/// How much a Korean query's words weigh, as a share of the keyword weight, for a model that reads
+/// Korean by meaning: Hangul is indexed as overlapping pairs of syllables, which match by accident
+/// far more often than English words do, and a paraphrase then loses to any memory sharing a pair.
+/// Measured with multilingual-e5-small on the multilingual set (BENCHMARKS.md, "Issue 31: memory
+/// you can trust on the default model"): at the full weight of 0.5, Korean questions in other words
+/// found their Korean fact among the first five 54 % of the time, against 64 % at 0.2 and 65 % by
+/// meaning alone.
 pub const HANGUL_WORDS: f64 = 0.4;
 
 /// How many candidates hybrid recall asks each path for, whatever the limit: the blend

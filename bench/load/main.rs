@@ -178,7 +178,7 @@ async fn main() {
                 per_tenant: 10_000,
                 width: 1536,
             },
-            // A million in one tenant (issue 21, item 2): only when named, it seeds for minutes.
+            // A million in one tenant: only when named, it seeds for minutes.
             Shape {
                 tenants: 1,
                 per_tenant: 1_000_000,

@@ -10,8 +10,8 @@
 //! languages share on those directions is kept in proportion `1 − STRENGTH`.
 
 /// How much of a query's share along the language directions is removed, measured on the
-/// multilingual set (BENCHMARKS.md, "Issue 31"): all of it also removes what the model
-/// means there, and Korean questions then lose their Korean answers.
+/// multilingual set (BENCHMARKS.md, "Issue 31: memory you can trust on the default model"): all of
+/// it also removes what the model means there, and Korean questions then lose their Korean answers.
 const STRENGTH: f32 = 0.7;
 
 /// A model's language directions: orthonormal rows of the model's width.

@@ -3,10 +3,11 @@
 //! its own query leaves each waiting on memory, while one pass that multiplies each block
 //! with every waiting query (`scan::dot_all_shared`) reads the vectors once for all of them.
 //!
-//! Only a tenant whose vectors outgrow the processor's shared cache is scanned this way: one
-//! that fits is read from the cache, and a shared pass only adds the cost of its blocks
-//! (at 10k memories, 3.8 MB, it was up to 20 % slower per query; at 100k, 38 MB, over twice
-//! as fast with 4 or more queries sharing; BENCHMARKS.md, issue 21, item 7).
+//! Only a tenant whose vectors outgrow the processor's shared cache is scanned this way: one that
+//! fits is read from the cache, and a shared pass only adds the cost of its blocks (at 10k
+//! memories, 3.8 MB, it was up to 20 % slower per query; at 100k, 38 MB, over twice as fast with 4
+//! or more queries sharing; BENCHMARKS.md, "Issue 21, item 7: concurrent recalls share passes over
+//! a large tenant's vectors").
 //!
 //! No search waits to gather others: a pass takes every core no other pass (of any index)
 //! is using, its rows cut between them (`scan::dot_all_shared_split`: one core alone draws

@@ -129,9 +129,9 @@ pub fn dot_all_shared(rows: &[i8], queries: &[&[i16]]) -> Vec<Vec<i32>> {
     dots
 }
 
-/// `dot_all_shared` with the rows cut into `threads` runs of whole rows, each on a thread of
-/// its own: a tenant that outgrows the caches is scanned at the speed of memory, and one
-/// core alone draws less of it than two (BENCHMARKS.md, issue 21, item 2). Every sum is
+/// `dot_all_shared` with the rows cut into `threads` runs of whole rows, each on a thread of its
+/// own: a tenant that outgrows the caches is scanned at the speed of memory, and one core alone
+/// draws less of it than two (BENCHMARKS.md, "One query's scan on every idle core"). Every sum is
 /// `dot_all`'s: each row's is added up alone.
 pub fn dot_all_shared_split(rows: &[i8], queries: &[&[i16]], threads: usize) -> Vec<Vec<i32>> {
     let width = queries.first().map_or(0, |q| q.len());
