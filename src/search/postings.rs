@@ -48,25 +48,33 @@ pub struct Scored {
 }
 
 impl Postings {
-    /// Adds the terms of the memory at `position`, the next one. Sorted and counted in
-    /// runs, so a long memory of many distinct terms (Korean is indexed by syllable pairs)
-    /// costs its length, not its length squared.
+    /// Adds the terms of the memory at `position`, the next one. Its words' numbers are
+    /// sorted and counted in runs, so a long memory of many distinct terms (Korean is
+    /// indexed by syllable pairs) costs its length, not its length squared; numbers, not
+    /// spellings, so a short one costs what a count by search did (`cargo bench --bench
+    /// build`, BENCHMARKS.md, "Issue 32: the load benchmark, A/B"). The runs are kept in
+    /// place as the memory's distinct words: one allocation a memory.
     pub fn push(&mut self, position: Position, terms: &[String]) {
         self.lengths
             .push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
-        let mut sorted: Vec<&str> = terms.iter().map(String::as_str).collect();
-        sorted.sort_unstable();
-        let mut distinct: Vec<Word> = Vec::new();
-        for run in sorted.chunk_by(|a, b| a == b) {
-            let word = self.word(run[0]);
+        let mut words: Vec<Word> = terms.iter().map(|term| self.word(term)).collect();
+        words.sort_unstable();
+        let mut distinct = 0;
+        let mut at = 0;
+        while at < words.len() {
+            let word = words[at];
+            let run = words[at..].iter().take_while(|w| **w == word).count();
             self.lists[word as usize].postings.push(Posting {
                 position,
-                frequency: u32::try_from(run.len()).unwrap_or(u32::MAX),
+                frequency: u32::try_from(run).unwrap_or(u32::MAX),
             });
-            distinct.push(word);
+            words[distinct] = word;
+            distinct += 1;
+            at += run;
         }
-        self.bytes += memory_bytes(distinct.len());
-        self.distinct.push(distinct.into_boxed_slice());
+        words.truncate(distinct);
+        self.bytes += memory_bytes(distinct);
+        self.distinct.push(words.into_boxed_slice());
     }
 
     /// The number of `term`, a new one if it is not held.
