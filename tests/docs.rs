@@ -1,5 +1,5 @@
 //! The project's own documentation is what the code cites: every `docs/<file>.md#<anchor>`
-//! in the repository names a heading that exists, and nothing cites a file the repository
+//! in the repository names a heading (or an anchor the doc sets) that exists, and nothing cites a file the repository
 //! does not hold.
 
 use std::collections::HashSet;
@@ -18,11 +18,15 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// A doc's headings, as anchors, and the anchors it sets itself (`<a id="…">`, for a
+/// paragraph that is not a heading).
 fn anchors(doc: &Path) -> HashSet<String> {
     let text = std::fs::read_to_string(doc).unwrap_or_default();
+    let set = regex::Regex::new(r#"<a id="([A-Za-z0-9_-]+)"></a>"#).unwrap();
     (text.lines())
         .filter_map(|l| l.strip_prefix('#').map(|h| h.trim_start_matches('#')))
         .map(anchor)
+        .chain(set.captures_iter(&text).map(|c| c[1].to_owned()))
         .collect()
 }
 
