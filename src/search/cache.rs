@@ -2,11 +2,12 @@
 //! labelled with the version of the store it shows. The store is the truth: an index is
 //! built from it on first use, this process's own writes update it in place, and a search
 //! that finds the store at another version than the label (another process wrote) builds
-//! it again. What "version" means is the store's: both keep a per-tenant `memory_versions`
-//! row that triggers bump; SQLite reads it under its connection's lock and builds on a
-//! connection of its own (`store/sqlite/builds.rs`), PostgreSQL by a query (`Coherence`,
-//! `search`). Builds take turns (`BUILDS_AT_ONCE`). Past the budget the least recently used
-//! tenants are dropped, to be rebuilt when next needed.
+//! it again, or catches it up. Both stores speak one protocol for it (`Coherence`, run by
+//! `search`); what "version" means is theirs: a per-tenant `memory_versions` row that
+//! triggers bump, which SQLite reads under its connection's lock (and builds on a connection
+//! of its own, `store/sqlite/builds.rs`) and PostgreSQL by a query. Builds take turns
+//! (`BUILDS_AT_ONCE`). Past the budget the least recently used tenants are dropped, to be
+//! rebuilt when next needed.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -69,24 +70,54 @@ pub trait Weigh {
 /// gives another version.
 pub type Version = i64;
 
-/// How a store whose version is a query away (PostgreSQL) tells whether an index still
-/// shows it, and builds one that does.
+/// How a store that searches in this process (SQLite, PostgreSQL) tells whether a tenant's
+/// index still shows what it holds, and builds one that does. `TenantCache::search` runs the
+/// protocol: read the index if it shows the version now; otherwise, in the tenant's turn,
+/// catch it up with the changes since its version where the store can tell them, or build
+/// it in a build's turn; then read it.
 #[async_trait]
 pub trait Coherence: Send + Sync {
     type Index: Weigh + Send + Sync + 'static;
-    type Error: Send;
+    type Error: Send + From<Interrupted>;
     /// What changed in a tenant between two versions, read from the store.
     type Changes: Send;
 
     /// The tenant's version as committed now.
     async fn version(&self, tenant: &str) -> Result<Version, Self::Error>;
 
-    /// The tenant's index as the store holds it now, and the version it shows (read before
-    /// the rows, so the label is never newer than they are).
-    async fn load(&self, tenant: &str) -> Result<(Version, Self::Index), Self::Error>;
+    /// `read` run on the slot's index if it shows the tenant's version now; `read` back
+    /// otherwise. The version is asked first; a store that can check it and read in one
+    /// step does so (SQLite, one blocking call: `store/sqlite/builds.rs`).
+    async fn read_current<R, F>(
+        &self,
+        tenant: &str,
+        slot: &Arc<Slot<Self::Index>>,
+        read: F,
+    ) -> Result<Result<R, F>, Self::Error>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Self::Index) -> R + Send + 'static,
+    {
+        let committed = self.version(tenant).await?;
+        if !slot.shows(committed) {
+            return Ok(Err(read));
+        }
+        let found = Arc::clone(slot);
+        Ok(run(slot.heavy(), move || found.read_at(committed, read)).await?)
+    }
+
+    /// Builds the tenant's index as the store holds it now into `slot`
+    /// (`TenantCache::install`), labelled with a version read before its rows, so the label
+    /// is never newer than they are. The caller holds the tenant's turn and a build's.
+    async fn build(
+        &self,
+        cache: &TenantCache<Self::Index>,
+        tenant: &str,
+        slot: &Arc<Slot<Self::Index>>,
+    ) -> Result<(), Self::Error>;
 
     /// What changed in the tenant since `from`, and the version it brings an index to, when
-    /// the store can still tell all of it; None sends the caller to `load`.
+    /// the store can still tell all of it; None sends the caller to `build`.
     async fn changes(
         &self,
         tenant: &str,
@@ -95,6 +126,23 @@ pub trait Coherence: Send + Sync {
 
     /// Applies `changes` to an index that showed the version they start from.
     fn catch_up(index: &mut Self::Index, changes: Self::Changes);
+
+    /// `read` run on the index a build or a catch-up just brought up to date (or past it:
+    /// a write may have moved it on since), None if it was dropped meanwhile.
+    async fn read_built<R, F>(
+        &self,
+        tenant: &str,
+        slot: &Arc<Slot<Self::Index>>,
+        read: F,
+    ) -> Result<Option<R>, Self::Error>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Self::Index) -> R + Send + 'static,
+    {
+        let _ = tenant;
+        let found = Arc::clone(slot);
+        Ok(run(slot.heavy(), move || found.read_held(read)).await?)
+    }
 }
 
 /// What a cache holds against its budget.
@@ -460,7 +508,6 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     ) -> Result<R, C::Error>
     where
         C: Coherence<Index = T>,
-        C::Error: From<Interrupted>,
         R: Send + 'static,
     {
         let slot = self.slot(tenant);
@@ -480,22 +527,15 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     ) -> Result<R, C::Error>
     where
         C: Coherence<Index = T>,
-        C::Error: From<Interrupted>,
         R: Send + 'static,
     {
-        let committed = source.version(tenant).await?;
-        let read = if slot.shows(committed) {
-            let found = Arc::clone(slot);
-            match run(slot.heavy(), move || found.read_at(committed, read)).await? {
-                Ok(answer) => return Ok(answer),
-                Err(read) => read,
-            }
-        } else {
-            read
+        let read = match source.read_current(tenant, slot, read).await? {
+            Ok(answer) => return Ok(answer),
+            Err(read) => read,
         };
-        // This process's writes wait meanwhile, so one in flight has applied by now and
-        // none moves the index on; one rebuild at a time, and whoever waited for it may find
-        // it done. A rebuilt index is as new as the version read above, or newer.
+        // One catch-up or build of a tenant at a time (its writes wait for a build too), and
+        // whoever waited for it may find it done. What it brings the index to is as new as
+        // the version read here, or newer.
         let _turn = slot.writes.lock().await;
         let now = source.version(tenant).await?;
         if !slot.shows(now) {
@@ -512,17 +552,14 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
                 }
                 None => {
                     let _building = self.building().await;
-                    let (version, index) = source.load(tenant).await?;
-                    self.install(tenant, slot, version, index);
+                    source.build(self, tenant, slot).await?;
                 }
             }
         }
-        let found = Arc::clone(slot);
-        // Only a write that could not be applied empties a slot, and writes wait for this
-        // turn: the index just checked or built is there.
-        Ok(run(slot.heavy(), move || found.read_held(read))
-            .await?
-            .ok_or(Interrupted::Dropped)?)
+        // Only a write that could not be applied empties a slot: the index just checked or
+        // built is there unless such a write came in between.
+        let read = source.read_built(tenant, slot, read).await?;
+        Ok(read.ok_or(Interrupted::Dropped)?)
     }
 }
 
@@ -589,6 +626,82 @@ mod tests {
     fn built(cache: &TenantCache<Sized>, tenant: &str, bytes: usize) {
         let slot = cache.slot(tenant);
         cache.install(tenant, &slot, 1, Sized(bytes));
+    }
+
+    /// A store whose version is a counter and whose log of changes starts at `log_from`:
+    /// an index built at version v weighs 10 * v + 1, and each change since adds one.
+    struct Counter {
+        version: std::sync::atomic::AtomicI64,
+        log_from: std::sync::atomic::AtomicI64,
+        builds: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Coherence for Counter {
+        type Index = Sized;
+        type Error = Interrupted;
+        type Changes = usize;
+
+        async fn version(&self, _: &str) -> Result<Version, Interrupted> {
+            Ok(self.version.load(Ordering::Relaxed))
+        }
+
+        async fn build(
+            &self,
+            cache: &TenantCache<Sized>,
+            tenant: &str,
+            slot: &Arc<Slot<Sized>>,
+        ) -> Result<(), Interrupted> {
+            self.builds.fetch_add(1, Ordering::Relaxed);
+            let version = self.version.load(Ordering::Relaxed);
+            cache.install(tenant, slot, version, Sized(10 * version as usize + 1));
+            Ok(())
+        }
+
+        async fn changes(
+            &self,
+            _: &str,
+            from: Version,
+        ) -> Result<Option<(Version, usize)>, Interrupted> {
+            let now = self.version.load(Ordering::Relaxed);
+            Ok((from >= self.log_from.load(Ordering::Relaxed))
+                .then(|| (now, (now - from) as usize)))
+        }
+
+        fn catch_up(index: &mut Sized, changes: usize) {
+            index.0 += changes;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_search_reads_a_current_index_catches_up_a_stale_one_and_builds_when_it_must() {
+        let cache: TenantCache<Sized> = TenantCache::new(usize::MAX);
+        let store = Counter {
+            version: 1.into(),
+            log_from: 0.into(),
+            builds: AtomicUsize::new(0),
+        };
+        let weight = |s: &Sized| s.0;
+        assert_eq!(cache.search(&store, "a", weight).await.unwrap(), 11);
+        assert_eq!(cache.search(&store, "a", weight).await.unwrap(), 11);
+        assert_eq!(store.builds.load(Ordering::Relaxed), 1, "built once");
+        // Another process wrote twice: the log still holds both changes.
+        store.version.store(3, Ordering::Relaxed);
+        assert_eq!(cache.search(&store, "a", weight).await.unwrap(), 13);
+        assert_eq!((cache.usage().builds, cache.usage().catch_ups), (1, 1));
+        // The log was trimmed past the index's version: it is built again.
+        store.log_from.store(4, Ordering::Relaxed);
+        store.version.store(5, Ordering::Relaxed);
+        assert_eq!(cache.search(&store, "a", weight).await.unwrap(), 51);
+        assert_eq!(store.builds.load(Ordering::Relaxed), 2);
+        // A store restored from a backup went back: the newer index is stale too.
+        store.version.store(2, Ordering::Relaxed);
+        assert_eq!(cache.search(&store, "a", weight).await.unwrap(), 21);
+        assert_eq!(
+            cache.usage().building,
+            0,
+            "every build's turn was given back"
+        );
     }
 
     #[test]

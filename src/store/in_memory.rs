@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use super::{
     After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
+    write,
 };
 use crate::dedup;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
@@ -102,18 +103,17 @@ impl MemoryStore for InMemoryStore {
         let dedup_scope = visibility.for_dedup(memory.scope);
         let neighbours =
             Self::nearest_locked(&rows, tenant, &dedup_scope, embedding, dedup::NEIGHBOURS);
-        let similar = match dedup::judge(&memory, &neighbours, rule) {
-            dedup::Verdict::Repeat(existing) => {
-                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+        let stored = match write::decide(memory, &neighbours, rule) {
+            write::Decision::Known(existing) => {
+                return Ok(Remembered::AlreadyKnown(existing));
             }
-            dedup::Verdict::New { similar } => similar,
+            write::Decision::Store(stored) => stored,
         };
         if let Some(position) = replaced {
             rows.remove(position);
         }
-        let memory = memory.into_memory();
-        rows.push((tenant.clone(), memory.clone(), embedding.to_vec()));
-        Ok(Remembered::Stored(memory, similar))
+        rows.push((tenant.clone(), stored.memory.clone(), embedding.to_vec()));
+        Ok(stored.remembered())
     }
 
     async fn search(

@@ -27,6 +27,7 @@ pub mod sqlite;
 pub mod suite;
 pub mod sweep;
 mod timed;
+mod write;
 
 pub use error::StoreError;
 pub use settings::{Settings, Variables};

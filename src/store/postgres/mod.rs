@@ -23,11 +23,13 @@ use async_trait::async_trait;
 use sqlx::postgres::PgPool;
 use sqlx::{Connection, Row};
 
-use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
+use super::{
+    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, write,
+};
 use crate::dedup;
-use crate::memory::{Conversation, Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
+use crate::memory::{Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::cache::{self, Building, Indexing, Slot, TenantCache, Version};
-use crate::search::{self, Entry, Query, SearchIndex};
+use crate::search::{self, Query, SearchIndex};
 use rows::{
     COLUMNS, Located, VISIBLE, at_of, conversation_of, found_rows, insert, memory_from_row,
 };
@@ -119,7 +121,6 @@ impl PostgresStore {
                 pool: pool.clone(),
                 model: model.clone(),
                 location: format!("the database {location}"),
-                files: indexes.files().clone(),
             },
             pool,
             location,
@@ -301,15 +302,14 @@ impl MemoryStore for PostgresStore {
         .await?;
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
-        let similar = match dedup::judge(&memory, &neighbours, rule) {
-            dedup::Verdict::Repeat(existing) => {
-                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+        let stored = match write::decide(memory, &neighbours, rule) {
+            write::Decision::Known(existing) => {
+                return Ok(Remembered::AlreadyKnown(existing));
             }
-            dedup::Verdict::New { similar } => similar,
+            write::Decision::Store(stored) => stored,
         };
-        let terms = search::terms(&memory.content);
-        let memory = memory.into_memory();
-        let row = (tenant.as_str(), &memory, embedding, terms.clone());
+        let memory = &stored.memory;
+        let row = (tenant.as_str(), memory, embedding, stored.terms.clone());
         (insert([row]).build().execute(&mut *write.tx)).await?;
         if let Some(id) = &memory.replaces {
             sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
@@ -320,29 +320,15 @@ impl MemoryStore for PostgresStore {
         }
         // The trigger moved the tenant one version on for each row written or deleted; a
         // tenant without a row starts one in an epoch of its own (`versions.rs`).
-        let changes = 1 + i64::from(memory.replaces.is_some());
         let to = match from {
-            0 => versions::first_version(&mut write.tx, tenant.as_str(), changes).await?,
-            _ => from + changes,
+            0 => versions::first_version(&mut write.tx, tenant.as_str(), stored.changes()).await?,
+            _ => from + stored.changes(),
         };
         write.tx.commit().await?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
-        (self.indexes).apply(tenant.as_str(), &slot, from, to, |index| {
-            if let Some(id) = &memory.replaces {
-                index.remove(id);
-            }
-            index.push(
-                Entry {
-                    id: &memory.id,
-                    scope: memory.scope,
-                    conversation: memory.conversation.as_ref().map(Conversation::as_str),
-                    expires_at: memory.expires_at,
-                },
-                embedding,
-                &terms,
-            );
-        });
-        Ok(Remembered::Stored(memory, similar))
+        let apply = |index: &mut SearchIndex| stored.apply(index, embedding);
+        (self.indexes).apply(tenant.as_str(), &slot, from, to, apply);
+        Ok(stored.remembered())
     }
 
     async fn search(

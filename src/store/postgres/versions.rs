@@ -23,7 +23,9 @@ use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::{PgExecutor, Row};
 
 use crate::memory::{Model, Scope};
-use crate::search::cache::{Coherence, Version};
+use std::sync::Arc;
+
+use crate::search::cache::{Coherence, Slot, TenantCache, Version};
 use crate::search::{self, Entry, SearchIndex, VectorFiles};
 use crate::store::StoreError;
 
@@ -389,8 +391,6 @@ pub(super) struct Database {
     pub model: Model,
     /// The database, as a refusal names it.
     pub location: String,
-    /// Where the indexes built from it keep their exact vectors.
-    pub files: VectorFiles,
 }
 
 impl Database {
@@ -422,11 +422,17 @@ impl Coherence for Database {
         version(&self.pool, tenant).await.map_err(StoreError::from)
     }
 
-    async fn load(&self, tenant: &str) -> Result<(Version, SearchIndex), StoreError> {
+    async fn build(
+        &self,
+        cache: &TenantCache<SearchIndex>,
+        tenant: &str,
+        slot: &Arc<Slot<SearchIndex>>,
+    ) -> Result<(), StoreError> {
         let (mut tx, version) = self.snapshot(tenant).await?;
-        let index = load(&mut tx, tenant, self.model.dimension, &self.files).await?;
+        let index = load(&mut tx, tenant, self.model.dimension, cache.files()).await?;
         tx.commit().await?;
-        Ok((version, index))
+        cache.install(tenant, slot, version, index);
+        Ok(())
     }
 
     async fn changes(

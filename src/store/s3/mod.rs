@@ -22,6 +22,7 @@ use async_trait::async_trait;
 
 use super::{
     After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
+    write,
 };
 use crate::dedup;
 use crate::log;
@@ -481,16 +482,16 @@ impl MemoryStore for S3Store {
         let neighbours = self
             .nearest_visible(tenant, &dedup_scope, embedding, dedup::NEIGHBOURS)
             .await?;
-        let similar = match dedup::judge(&memory, &neighbours, rule) {
-            dedup::Verdict::Repeat(existing) => {
-                return Ok(Remembered::AlreadyKnown(Memory::clone(&existing.memory)));
+        let stored = match write::decide(memory, &neighbours, rule) {
+            write::Decision::Known(existing) => {
+                return Ok(Remembered::AlreadyKnown(existing));
             }
-            dedup::Verdict::New { similar } => similar,
+            write::Decision::Store(stored) => stored,
         };
-        let memory = memory.into_memory();
-        let metadata = vectors::metadata(tenant, &memory);
+        let memory = &stored.memory;
+        let metadata = vectors::metadata(tenant, memory);
         vectors::check_budget(&metadata)?;
-        let index_key = index::key(tenant, &memory)
+        let index_key = index::key(tenant, memory)
             .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
         let vector_key = vectors::key(tenant, &memory.id);
         let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
@@ -552,7 +553,7 @@ impl MemoryStore for S3Store {
         landed
             .await
             .map_err(|e| StoreError::unavailable("S3 write task", e))??;
-        Ok(Remembered::Stored(memory, similar))
+        Ok(stored.remembered())
     }
 
     /// By meaning only: S3 Vectors has no text index, so `query.terms` find nothing.

@@ -20,6 +20,7 @@ use crate::memory::{Hit, KeywordHit, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
 use crate::search::{self, Entry, Found, Query, SearchIndex, VectorFiles};
 use crate::store::Matches;
+use crate::store::write::Indexed;
 
 pub(super) struct TenantIndex {
     search: SearchIndex,
@@ -104,11 +105,6 @@ impl TenantIndex {
         Ok(index)
     }
 
-    /// Adds a memory this process has just written: it has no uses yet.
-    pub fn push(&mut self, memory: Memory, vector: &[f32], terms: &[String]) {
-        self.add(memory, (0, None), vector, terms);
-    }
-
     fn add(&mut self, memory: Memory, own: Counts, vector: &[f32], terms: &[String]) {
         let entry = Entry {
             id: &memory.id,
@@ -172,12 +168,6 @@ impl TenantIndex {
                 let mut shared = lock(&self.memories[position.index()]);
                 add_uses(Arc::make_mut(&mut shared), *uses, *last);
             }
-        }
-    }
-
-    pub fn remove(&mut self, id: &str) {
-        if let Some(gone) = self.search.remove(id) {
-            self.take_out(gone);
         }
     }
 
@@ -258,6 +248,19 @@ pub(super) fn counted_uses(
         Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
     })?
     .collect()
+}
+
+/// A write of this process: the memory it wrote has no uses yet.
+impl Indexed for TenantIndex {
+    fn insert(&mut self, memory: &Memory, vector: &[f32], terms: &[String]) {
+        self.add(memory.clone(), (0, None), vector, terms);
+    }
+
+    fn remove(&mut self, id: &str) {
+        if let Some(gone) = self.search.remove(id) {
+            self.take_out(gone);
+        }
+    }
 }
 
 impl Weigh for TenantIndex {

@@ -23,16 +23,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use builds::{Asked, Parts, Readers};
+use builds::{Parts, Readers};
 use index::{TenantIndex, Versions};
 use rows::{COLUMNS, MEMORIES, VISIBLE, conversation_of, from_blob, insert, memory_from_row};
 use schema::{Recorded, connect, recorded_model};
 use uses::Pending;
 
+use super::write::{self, Indexed};
 use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup;
 use crate::memory::{Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
-use crate::search::cache::{Indexing, Slot, TenantCache};
+use crate::search::cache::{Coherence, Indexing, Slot, TenantCache};
 use crate::search::{self, Query};
 
 type Indexes = TenantCache<TenantIndex>;
@@ -120,12 +121,14 @@ impl SqliteStore {
         }
     }
 
-    /// Builds the tenant's index into `slot` on a blocking thread unless it shows the file's
-    /// memories by then; the caller holds the tenant's turn (`Slot::writes`).
+    /// Builds the tenant's index into `slot` in a build's turn unless another call built
+    /// one meanwhile; the caller holds the tenant's turn (`Slot::writes`).
     async fn build(&self, tenant: &str, slot: &Arc<Slot<TenantIndex>>) -> Result<(), StoreError> {
+        if !slot.holds_nothing() {
+            return Ok(());
+        }
         let _building = self.indexes.building().await;
-        let (parts, slot, tenant) = (self.parts(), Arc::clone(slot), tenant.to_owned());
-        blocking(move || parts.build(&tenant, &slot)).await
+        Coherence::build(&self.parts(), &self.indexes, tenant, slot).await
     }
 
     /// Runs blocking SQLite work off the async runtime, holding the connection; `work`
@@ -260,64 +263,30 @@ impl SqliteStore {
             let neighbours = slot
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
-            let similar = match dedup::judge(&memory, &neighbours, rule) {
-                dedup::Verdict::Repeat(existing) => {
-                    return Ok(Ok(Remembered::AlreadyKnown(Memory::clone(
-                        &existing.memory,
-                    ))));
+            let stored = match write::decide(memory, &neighbours, rule) {
+                write::Decision::Known(existing) => {
+                    return Ok(Ok(Remembered::AlreadyKnown(existing)));
                 }
-                dedup::Verdict::New { similar } => similar,
+                write::Decision::Store(stored) => stored,
             };
-            let terms = search::terms(&memory.content);
-            let memory = memory.into_memory();
-            insert(&tx, "INSERT", &tenant, &memory, &embedding, &terms)?;
+            let memory = &stored.memory;
+            insert(&tx, "INSERT", &tenant, memory, &embedding, &stored.terms)?;
             if let Some(id) = &memory.replaces {
                 tx.execute(
                     "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
                     params![tenant, id],
                 )?;
             }
-            // The write lock is held: the only changes since `before` are this insert and
-            // the delete of what it replaces.
-            let after = Versions::read(&tx, &tenant)?;
+            // The write lock is held: the only changes since `before` are this write's (a
+            // tenant's first row starts past its floor, `schema.rs`, so it is read back).
+            let after = Versions::read(&tx, &tenant)?.memories;
             tx.commit()?;
             recorded.committed();
-            indexes.apply(&tenant, &slot, before.memories, after.memories, |index| {
-                if let Some(id) = &memory.replaces {
-                    index.remove(id);
-                }
-                index.push(memory.clone(), &embedding, &terms)
-            });
-            Ok(Ok(Remembered::Stored(memory, similar)))
+            let apply = |index: &mut TenantIndex| stored.apply(index, &embedding);
+            indexes.apply(&tenant, &slot, before.memories, after, apply);
+            Ok(Ok(stored.remembered()))
         })
         .await?
-    }
-
-    /// `search` of the tenant's index in `slot`, built first if it does not show the file.
-    async fn search_slot(
-        &self,
-        tenant: &str,
-        slot: &Arc<Slot<TenantIndex>>,
-        asked: Asked,
-    ) -> Result<Matches, StoreError> {
-        // One hand-off when the index shows the file: the version is checked and the index
-        // searched in the same blocking call (4 % more recalls/s at 10k memories than a
-        // hand-off for each, BENCHMARKS.md, "Issue 15: the architecture step, A/B against the build
-        // before it").
-        let (parts, held, name) = (self.parts(), Arc::clone(slot), tenant.to_owned());
-        let (asked, seen) =
-            match blocking(move || parts.search_current(&name, &held, asked)).await? {
-                Ok(matches) => return Ok(matches),
-                Err(stale) => stale,
-            };
-        // One build of a tenant at a time: whoever waited for it finds it done, at the
-        // version seen above or a newer one.
-        let _turn = slot.writes.lock().await;
-        if !slot.shows(seen) {
-            self.build(tenant, slot).await?;
-        }
-        let (parts, held, name) = (self.parts(), Arc::clone(slot), tenant.to_owned());
-        blocking(move || parts.search_built(&name, &held, asked)).await
     }
 }
 
@@ -356,18 +325,17 @@ impl MemoryStore for SqliteStore {
         visibility: &Visibility,
         query: &Query<'_>,
     ) -> Result<Matches, StoreError> {
-        let asked = Asked {
-            vector: query.vector.to_vec(),
-            terms: query.terms.to_vec(),
-            k: query.k,
-            visibility: visibility.clone(),
+        let (vector, terms, k) = (query.vector.to_vec(), query.terms.to_vec(), query.k);
+        let seen = visibility.clone();
+        let search = move |index: &TenantIndex| {
+            let query = Query {
+                vector: &vector,
+                terms: &terms,
+                k,
+            };
+            index.search(&query, &seen)
         };
-        let slot = self.indexes.slot(tenant.as_str());
-        let answer = self.search_slot(tenant.as_str(), &slot, asked).await;
-        if answer.is_err() {
-            self.indexes.release(tenant.as_str(), &slot);
-        }
-        answer
+        (self.indexes.search(&self.parts(), tenant.as_str(), search)).await
     }
 
     async fn list(
