@@ -80,7 +80,7 @@ pub trait Coherence: Send + Sync {
     type Index: Weigh + Send + Sync + 'static;
     type Error: Send + From<Interrupted>;
     /// What changed in a tenant between two versions, read from the store.
-    type Changes: Send;
+    type Changes: Send + 'static;
 
     /// The tenant's version as committed now.
     async fn version(&self, tenant: &str) -> Result<Version, Self::Error>;
@@ -416,17 +416,21 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
     }
 
     /// Applies another process's writes, which moved the store from `from` to `to`, as
-    /// `apply` does this process's.
-    pub fn catch_up(
+    /// `apply` does this process's, on a blocking thread: like a build's rows, they may be
+    /// many (as many as the store's log of changes holds). The caller holds the tenant's turn.
+    pub async fn catch_up(
         &self,
         tenant: &str,
-        slot: &Slot<T>,
+        slot: &Arc<Slot<T>>,
         from: Version,
         to: Version,
-        change: impl FnOnce(&mut T),
-    ) {
+        change: impl FnOnce(&mut T) + Send + 'static,
+    ) -> Result<(), Interrupted> {
         self.catch_ups.fetch_add(1, Ordering::Relaxed);
-        self.apply(tenant, slot, from, to, change);
+        let held = Arc::clone(slot);
+        let weight = tokio::task::spawn_blocking(move || held.apply(from, to, change)).await?;
+        self.weigh(tenant, slot, weight);
+        Ok(())
     }
 
     /// Applies this process's write to `tenant`, which moved the store from `from` to `to`,
@@ -548,7 +552,8 @@ impl<T: Weigh + Send + Sync + 'static> TenantCache<T> {
             };
             match changes {
                 Some((from, (to, changes))) => {
-                    self.catch_up(tenant, slot, from, to, |index| C::catch_up(index, changes));
+                    let change = move |index: &mut T| C::catch_up(index, changes);
+                    self.catch_up(tenant, slot, from, to, change).await?;
                 }
                 None => {
                     let _building = self.building().await;

@@ -203,10 +203,10 @@ impl PostgresStore {
         &self,
         tx: &mut sqlx::PgConnection,
         tenant: &str,
-        slot: &Slot<SearchIndex>,
+        slot: &Arc<Slot<SearchIndex>>,
         to: Version,
         model_checked: bool,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<(), StoreError> {
         let Some(from) = slot.version().filter(|from| *from < to) else {
             return Ok(());
         };
@@ -219,7 +219,10 @@ impl PostgresStore {
             }
         }
         if let Some(changes) = versions::changes(tx, tenant, from, to).await? {
-            (self.indexes).catch_up(tenant, slot, from, to, |index| changes.apply(index));
+            let change = move |index: &mut SearchIndex| changes.apply(index);
+            (self.indexes)
+                .catch_up(tenant, slot, from, to, change)
+                .await?;
         }
         Ok(())
     }
