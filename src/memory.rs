@@ -320,6 +320,17 @@ pub const MAX_ID_BYTES: usize = 128;
 /// How much of an over-long tag the refusal quotes.
 const TAG_QUOTE_CHARS: usize = 30;
 
+/// The most uses a memory counts, 2^53: every count up to it is exact as a JSON number (an
+/// f64), and a sum of two cannot overflow a 64-bit integer (SQLite would make it a REAL,
+/// which its row reader refuses). Counting saturates there; an import refuses more
+/// (docs/behavior.md, "Usage recording").
+pub const MAX_USES: u64 = 1 << 53;
+
+/// `count` plus `more` uses, saturating at `MAX_USES`.
+pub fn add_uses(count: u64, more: u64) -> u64 {
+    count.saturating_add(more).min(MAX_USES)
+}
+
 /// A memory's text or label breaks one of the rules above: the message names the field
 /// and the limit, for the caller to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -406,3 +406,77 @@ async fn reembed_moves_each_store_to_another_model_under_a_running_server() {
         assert_eq!(renewed.terminate().await.code, Some(0));
     }
 }
+
+/// The count of a memory's uses saturates at 2^53 on every store, and an import that says
+/// more is refused by name: a count one use short of it (`import`), then three recalls, still
+/// lists, exports and, after a restart, recalls and remembers (SQLite once made the sum a
+/// REAL its reader refused, which failed the whole tenant).
+#[tokio::test]
+async fn a_count_of_uses_saturates_and_an_import_past_it_is_refused_on_every_store() {
+    const MOST: u64 = 1 << 53;
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut source = env(&stub, &dir.path().join("source.db"));
+    let server = start(&mut source).await;
+    let acme = [("x-tenant-id", "acme")];
+    let content = "the deploy pipeline releases on mondays";
+    server
+        .call(&acme, "remember", json!({"content": content}))
+        .await;
+    assert_eq!(server.terminate().await.code, Some(0));
+    let exported = dir.path().join("exported.jsonl");
+    let (code, said) = run(&source, &["export", "--out", exported.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{said}");
+    let text = std::fs::read_to_string(&exported).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let with_uses = |uses: u64| {
+        let mut memory: Value = serde_json::from_str(lines[1]).unwrap();
+        memory["access_count"] = json!(uses);
+        let file = dir.path().join(format!("uses-{uses}.jsonl"));
+        std::fs::write(&file, format!("{}\n{memory}\n", lines[0])).unwrap();
+        file.to_str().unwrap().to_owned()
+    };
+    let (too_many, almost) = (with_uses(MOST + 1), with_uses(MOST - 1));
+
+    let sqlite = env(&stub, &dir.path().join("target.db"));
+    let mut postgres = env(&stub, &dir.path().join("unused.db"));
+    postgres.insert("DATABASE_URL".into(), postgres_database().await);
+    let mut s3 = env(&stub, &dir.path().join("unused.db"));
+    s3_store(&mut s3).await;
+    for (store, mut target) in [("sqlite", sqlite), ("postgres", postgres), ("s3", s3)] {
+        let (code, said) = run(&target, &["import", "--in", &too_many]).await;
+        assert_eq!(code, 1, "{store}: {said}");
+        assert!(
+            said.contains(&format!("line 2: access_count: must be at most {MOST}"))
+                && said.contains("nothing was imported"),
+            "{store}: {said}"
+        );
+        let (code, said) = run(&target, &["import", "--in", &almost]).await;
+        assert_eq!(code, 0, "{store}: {said}");
+        let server = start(&mut target).await;
+        for _ in 0..3 {
+            let recalled = (server.call(&acme, "recall", json!({"query": content}))).await;
+            assert!(recalled.contains(content), "{store}: {recalled}");
+        }
+        let listed = server.call(&acme, "list_memories", json!({})).await;
+        assert!(listed.contains(content), "{store}: {listed}");
+        assert_eq!(server.terminate().await.code, Some(0), "{store}");
+        let out = dir.path().join(format!("back-from-{store}.jsonl"));
+        let (code, said) = run(&target, &["export", "--out", out.to_str().unwrap()]).await;
+        assert_eq!(code, 0, "{store}: {said}");
+        let back = std::fs::read_to_string(&out).unwrap();
+        let memory: Value = serde_json::from_str(back.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(memory["access_count"], json!(MOST), "{store}: saturated");
+        // After a restart the tenant still recalls and remembers.
+        let server = start(&mut target).await;
+        let recalled = (server.call(&acme, "recall", json!({"query": content}))).await;
+        assert!(recalled.contains(content), "{store}: {recalled}");
+        let stored =
+            (server.call(&acme, "remember", json!({"content": "builds use nextest"}))).await;
+        assert!(
+            stored.starts_with("[MEMORY] Stored as "),
+            "{store}: {stored}"
+        );
+        assert_eq!(server.terminate().await.code, Some(0), "{store}");
+    }
+}

@@ -144,6 +144,10 @@ impl Line {
         if !(self.trust_base.is_finite() && self.trust_base > 0.0 && self.trust_base <= 1.0) {
             return Err(field("trust_base", "must be in (0, 1]".into()));
         }
+        if self.access_count > crate::memory::MAX_USES {
+            let most = crate::memory::MAX_USES;
+            return Err(field("access_count", format!("must be at most {most}")));
+        }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.embedding)
             .map_err(|_| field("embedding", "is not base64".into()))?;

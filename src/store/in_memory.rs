@@ -190,7 +190,7 @@ impl MemoryStore for InMemoryStore {
             .iter_mut()
             .filter(|(t, m, _)| t == tenant && visibility.can_see(m) && ids.contains(&m.id))
         {
-            m.access_count += 1;
+            m.access_count = crate::memory::add_uses(m.access_count, 1);
             m.last_accessed_at = Some(m.last_accessed_at.map_or(at, |seen| seen.max(at)));
         }
         Ok(())

@@ -32,7 +32,8 @@ struct Usage {
 
 impl Usage {
     fn add(&mut self, other: Usage) {
-        self.access += other.access;
+        let (mine, theirs) = (self.access.max(0) as u64, other.access.max(0) as u64);
+        self.access = crate::memory::add_uses(mine, theirs) as i64;
         self.last_at = self.last_at.max(other.last_at);
     }
 }

@@ -454,7 +454,8 @@ impl MemoryStore for PostgresStore {
             return Ok(());
         }
         sqlx::query(&format!(
-            "UPDATE memories SET access_count = access_count + 1, last_accessed_at = \
+            "UPDATE memories SET access_count = LEAST(access_count, 9007199254740991) + 1, \
+             last_accessed_at = \
              GREATEST(COALESCE(last_accessed_at, '-infinity'::timestamptz), \
              to_timestamp($5::double precision / 1000)) \
              WHERE tenant_id = $1 AND {VISIBLE} AND id = ANY($4::text[])"

@@ -79,7 +79,8 @@ pub(super) fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
             .try_get::<Option<String>, _>("conversation")?
             .map(Conversation::new_unchecked),
         trust_base: row.try_get("trust_base")?,
-        access_count: row.try_get::<i64, _>("access_count")?.max(0) as u64,
+        access_count: (row.try_get::<i64, _>("access_count")?.max(0) as u64)
+            .min(crate::memory::MAX_USES),
         last_accessed_at: row.try_get("last_accessed_ms")?,
         replaces: row.try_get("replaces")?,
         expires_at: row.try_get("expires_ms")?,

@@ -47,7 +47,7 @@ pub type Tally = HashMap<String, Usage>;
 fn add(tally: &mut Tally, id: &str, usage: &Usage) {
     match tally.get_mut(id) {
         Some(total) => {
-            total.access += usage.access;
+            total.access = crate::memory::add_uses(total.access, usage.access);
             if usage.last_at > total.last_at {
                 total.last_at.clone_from(&usage.last_at);
             }
@@ -85,7 +85,7 @@ fn from_json(value: &Map<String, Value>) -> Tally {
             Some((
                 id.clone(),
                 Usage {
-                    access: access.max(0.0).round() as u64,
+                    access: (access.max(0.0).round() as u64).min(crate::memory::MAX_USES),
                     last_at: last_at.to_owned(),
                 },
             ))

@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{COLUMNS, MEMORIES, from_blob, memory_from_row};
 use super::uses;
-use crate::memory::{Hit, KeywordHit, Memory, Visibility};
+use crate::memory::{Hit, KeywordHit, MAX_USES, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
 use crate::search::{self, Entry, Found, Query, SearchIndex, VectorFiles};
 use crate::store::Matches;
@@ -98,7 +98,8 @@ impl TenantIndex {
                     .collect(),
                 None => search::terms(&memory.content),
             };
-            let own = (row.get::<_, i64>(15)?.max(0) as u64, row.get(16)?);
+            let uses = (row.get::<_, i64>(15)?.max(0) as u64).min(MAX_USES);
+            let own = (uses, row.get(16)?);
             index.add(memory, own, &from_blob(row.get_ref(13)?.as_blob()?), &terms);
         }
         index.memories.shrink_to_fit();
@@ -245,7 +246,10 @@ pub(super) fn counted_uses(
         "SELECT id, access_count, last_accessed_at FROM memory_uses WHERE tenant_id = ?1",
     )?;
     stmt.query_map(params![tenant], |r| {
-        Ok((r.get(0)?, (r.get::<_, i64>(1)?.max(0) as u64, r.get(2)?)))
+        Ok((
+            r.get(0)?,
+            ((r.get::<_, i64>(1)?.max(0) as u64).min(MAX_USES), r.get(2)?),
+        ))
     })?
     .collect()
 }

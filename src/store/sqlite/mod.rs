@@ -463,7 +463,7 @@ impl MemoryStore for SqliteStore {
                      SELECT tenant_id, id, 1, ?5 FROM memories \
                      WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4 \
                      ON CONFLICT (tenant_id, id) DO UPDATE SET \
-                     access_count = access_count + 1, \
+                     access_count = min(access_count, 9007199254740991) + 1, \
                      last_accessed_at = max(coalesce(last_accessed_at, ?5), ?5)"
                 ))?;
                 for id in &ids {

@@ -8,9 +8,10 @@ use crate::memory::{Conversation, Memory, MemoryType, Scope, Visibility};
 /// `?2` is the request's conversation or NULL, `?3` its instant (docs/behavior.md#visibility).
 pub(super) const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2)) \
      AND (expires_at IS NULL OR expires_at > ?3)";
-/// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables.
+/// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables, at most
+/// `memory::MAX_USES` (9007199254740992: a file an older release let past it still reads).
 pub(super) const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
-     m.conversation, m.trust_base, m.access_count + coalesce(u.access_count, 0), \
+     m.conversation, m.trust_base, min(m.access_count + coalesce(u.access_count, 0), 9007199254740992), \
      max(coalesce(m.last_accessed_at, u.last_accessed_at), \
          coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces, m.expires_at";
 pub(super) const MEMORIES: &str =
@@ -41,7 +42,7 @@ pub(super) fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
             .get::<_, Option<String>>(7)?
             .map(Conversation::new_unchecked),
         trust_base: row.get(8)?,
-        access_count: row.get::<_, i64>(9)?.max(0) as u64,
+        access_count: (row.get::<_, i64>(9)?.max(0) as u64).min(crate::memory::MAX_USES),
         last_accessed_at: row.get(10)?,
         replaces: row.get(11)?,
         expires_at: row.get(12)?,

@@ -469,6 +469,46 @@ fn two_processes_opening_an_old_file_at_once_both_start() {
     }
 }
 
+/// A row an older release let count past `MAX_USES` (an import of i64::MAX) still lists and
+/// recalls, at `MAX_USES`, once uses are counted beside it: the sum no longer becomes a REAL
+/// the row reader refuses.
+#[tokio::test]
+async fn a_count_past_the_most_uses_reads_as_the_most_once_more_are_counted() {
+    use crate::memory::MAX_USES;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let m = store_one(
+        &store,
+        "acme",
+        note("use pnpm", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    super::lock(&store.conn)
+        .unwrap()
+        .execute(
+            "UPDATE memories SET access_count = ?2 WHERE id = ?1",
+            rusqlite::params![m.id, i64::MAX],
+        )
+        .unwrap();
+    for at in [T0 + 10, T0 + 20] {
+        store
+            .record_access(&acme, &everyone, &[&m], at)
+            .await
+            .unwrap();
+    }
+    store.flush().await.unwrap();
+    let listed = store.list(&acme, &everyone, None, None, 5).await.unwrap();
+    assert_eq!(listed[0].access_count, MAX_USES);
+    let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
+    let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].memory.access_count, MAX_USES);
+}
+
 /// Uses counted in the row (as older releases do) add to those counted now, a reopened
 /// file's index reads the same, and the uses leave with their memory.
 #[tokio::test]

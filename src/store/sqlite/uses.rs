@@ -39,7 +39,7 @@ impl Pending {
 
 /// Adds `uses` uses, the last at `last`, to `counts`, as the file adds them up.
 pub(super) fn add(counts: &mut Counts, uses: u64, last: Option<i64>) {
-    counts.0 += uses;
+    counts.0 = crate::memory::add_uses(counts.0, uses);
     counts.1 = counts.1.max(last);
 }
 
@@ -92,7 +92,8 @@ fn write<'w>(
             "INSERT INTO memory_uses (tenant_id, id, access_count, last_accessed_at) \
              SELECT tenant_id, id, ?3, ?4 FROM memories WHERE tenant_id = ?1 AND id = ?2 \
              ON CONFLICT (tenant_id, id) DO UPDATE SET \
-             access_count = access_count + excluded.access_count, \
+             access_count = min(min(access_count, 9007199254740992) + excluded.access_count, \
+                                9007199254740992), \
              last_accessed_at = max(coalesce(last_accessed_at, excluded.last_accessed_at), \
                                     excluded.last_accessed_at)",
         )?;
