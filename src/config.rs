@@ -30,8 +30,9 @@ pub struct Variables {
     /// port to listen on
     #[arg(long, env = "PORT", value_parser = port, default_value = "3000")]
     pub port: u16,
-    /// address to listen on
-    #[arg(long, env = "HOST", value_parser = host, default_value = "0.0.0.0")]
+    /// address to listen on: loopback unless told, so a laptop's memories do not answer its
+    /// network (the images set 0.0.0.0)
+    #[arg(long, env = "HOST", value_parser = host, default_value = "127.0.0.1")]
     pub host: IpAddr,
     /// bearer token every request to /mcp and /metrics must present [default: unset (no
     /// auth)]

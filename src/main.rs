@@ -48,7 +48,14 @@ async fn serve(variables: Variables) -> ExitCode {
         }
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(address.1);
-    println!("{SERVER_NAME} v{SERVER_VERSION} listening on :{port} (POST /mcp)");
+    let reach = match address.0.is_loopback() {
+        true => "; loopback only: HOST=0.0.0.0 accepts other machines",
+        false => "",
+    };
+    println!(
+        "{SERVER_NAME} v{SERVER_VERSION} listening on {} (POST /mcp){reach}",
+        std::net::SocketAddr::new(address.0, port)
+    );
     println!("{}", app.describe());
     if app.api_key.is_some() {
         println!("auth: MCP_API_KEY is set; every request must present it as a bearer token");

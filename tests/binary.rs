@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::process::{command, start};
+use support::process::{command, start, start_as_given};
 use support::{EmbeddingStub, base_env};
 
 #[tokio::test]
@@ -59,10 +59,10 @@ async fn logs_never_carry_content_queries_tags_or_conversations() {
     );
 
     assert!(exited.stdout[0].starts_with(&format!(
-        "mcp-memory v{} listening on :",
+        "mcp-memory v{} listening on 127.0.0.1:",
         env!("CARGO_PKG_VERSION")
     )));
-    assert!(exited.stdout[0].ends_with(" (POST /mcp)"));
+    assert!(exited.stdout[0].contains(" (POST /mcp)"));
     assert!(
         exited.stdout[1].starts_with("store: sqlite at ")
             && exited.stdout[1].ends_with("(openai:fake-64, 64d)"),
@@ -248,6 +248,48 @@ async fn without_a_key_the_server_warns_that_it_answers_anyone() {
             && exited.stderr.contains("answers ANY caller"),
         "{}",
         exited.stderr
+    );
+}
+
+/// With nothing set, the server listens on loopback only and says which variable opens it:
+/// another address of this machine (127.0.0.2, which a server on every interface answers)
+/// is refused; `HOST=0.0.0.0` answers there.
+#[tokio::test]
+async fn by_default_the_server_listens_on_loopback_only_and_says_how_to_open_it() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = base_env(&stub, &dir.path().join("memory.db"));
+    env.remove("HOST");
+    let reached = |url: &str| {
+        let elsewhere = url.replace("127.0.0.1", "127.0.0.2");
+        async move { reqwest::get(format!("{elsewhere}/health")).await.is_ok() }
+    };
+    let server = start_as_given(&mut env).await;
+    assert!(!reached(&server.url).await, "answered on 127.0.0.2");
+    let exited = server.terminate().await;
+    let port = env["PORT"].clone();
+    assert_eq!(
+        exited.stdout[0],
+        format!(
+            "mcp-memory v{} listening on 127.0.0.1:{port} (POST /mcp); loopback only: \
+             HOST=0.0.0.0 accepts other machines",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    env.insert("HOST".into(), "0.0.0.0".into());
+    let server = start_as_given(&mut env).await;
+    assert!(
+        reached(&server.url).await,
+        "HOST=0.0.0.0 answers every address"
+    );
+    let exited = server.terminate().await;
+    let port = env["PORT"].clone();
+    assert_eq!(
+        exited.stdout[0],
+        format!(
+            "mcp-memory v{} listening on 0.0.0.0:{port} (POST /mcp)",
+            env!("CARGO_PKG_VERSION")
+        )
     );
 }
 

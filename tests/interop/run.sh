@@ -81,7 +81,7 @@ URL="http://127.0.0.1:$PORT/mcp"
 # MCP_API_KEY / KNOWLEDGE_BASE_ID from the caller's environment would change what the
 # clients see (401s, a sixth tool), so they are removed. The Origin allowlist holds the
 # server's own loopback origins: the DNS-rebinding scenario needs them accepted (docs/behavior.md#http-edge).
-# HOST keeps the test server on loopback (the server's default is every interface).
+# HOST keeps the test server on loopback (the server's default too).
 # What every server of the run is configured with, over HTTP and over stdio.
 SERVER_ENV=(
   DATABASE_URL="sqlite:$TMP/memory.db"
@@ -141,8 +141,8 @@ server_started() {
     sleep 0.5
   done
   [[ "$code" == 200 ]] || { echo "GET /health did not answer 200 within 30 s (last: $code)"; return 1; }
-  grep -q "listening on :$PORT (POST /mcp)" "$TMP/server.out" ||
-    { echo "no 'listening on :$PORT (POST /mcp)' line on stdout"; return 1; }
+  grep -q "listening on 127.0.0.1:$PORT (POST /mcp)" "$TMP/server.out" ||
+    { echo "no 'listening on 127.0.0.1:$PORT (POST /mcp)' line on stdout"; return 1; }
   echo "server up on :$PORT"
 }
 

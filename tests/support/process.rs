@@ -52,9 +52,14 @@ pub struct Exited {
 }
 
 pub async fn start(env: &mut HashMap<String, String>) -> Running {
+    env.insert("HOST".into(), "127.0.0.1".into());
+    start_as_given(env).await
+}
+
+/// `start` with `HOST` as `env` has it: unset, the server's default.
+pub async fn start_as_given(env: &mut HashMap<String, String>) -> Running {
     let port = free_port();
     env.insert("PORT".into(), port.to_string());
-    env.insert("HOST".into(), "127.0.0.1".into());
     let mut child = command(env).spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let stdout = tokio::spawn(async move {
