@@ -431,16 +431,33 @@ pub fn tags(given: Option<Vec<String>>) -> Result<Vec<String>, Invalid> {
     Ok(tags)
 }
 
-/// The id a memory replaces: not blank, no NUL, trimmed, within `MAX_ID_BYTES`.
-pub fn replaces(id: &str) -> Result<String, Invalid> {
-    let id = trim(non_blank(id, "replaces")?);
+/// A memory's id as a caller names it (`forget`'s `id`, `remember`'s `replaces`): not blank,
+/// trimmed, within `MAX_ID_BYTES` (ids are 26-character ULIDs; a v0.8 database's may be
+/// longer), and free of control characters, so an answer may quote it whole.
+pub fn memory_id(id: &str, field: &str) -> Result<String, Invalid> {
+    let id = trim(non_blank(id, field)?);
     if id.len() > MAX_ID_BYTES {
         return Err(Invalid(format!(
-            "`replaces` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
+            "`{field}` may be at most {MAX_ID_BYTES} bytes: it is a memory's id."
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Invalid(format!(
+            "`{field}` may not hold control characters (line breaks, tabs): it is a memory's id."
         )));
     }
     Ok(id.to_owned())
 }
+
+/// The id a memory replaces (`memory_id`).
+pub fn replaces(id: &str) -> Result<String, Invalid> {
+    memory_id(id, "replaces")
+}
+
+/// The instants a memory's times may take: those RFC 3339 can write (years 0000 to 9999),
+/// in ms, which every store holds (PostgreSQL's timestamps reach far beyond).
+pub const EARLIEST_MS: i64 = -62_167_219_200_000;
+pub const LATEST_MS: i64 = 253_402_300_799_999;
 
 /// A memory's labels as they are stored.
 pub struct Labels {

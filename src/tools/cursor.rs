@@ -63,7 +63,14 @@ pub fn decode(
         return Err(malformed());
     };
     let created_at: i64 = created_at.parse().map_err(|_| malformed())?;
-    if version != VERSION || id.is_empty() || id.chars().any(char::is_control) {
+    // A token names a memory this server listed, so its instant is one a memory can have:
+    // any other was made by hand, and a store would refuse it as out of range.
+    let instant = crate::memory::EARLIEST_MS..=crate::memory::LATEST_MS;
+    if version != VERSION
+        || !instant.contains(&created_at)
+        || id.is_empty()
+        || id.chars().any(char::is_control)
+    {
         return Err(malformed());
     }
     if bound != binding(ctx, memory_type) {

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::schema::{self, Definition, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
+use super::{Answer, Arguments, Tool, ToolError, ToolService};
 use crate::context::RequestContext;
 
 const DEFINITION: Definition = Definition {
@@ -48,10 +48,10 @@ impl Tool for Forget {
         args: &Arguments,
     ) -> Result<Answer, ToolError> {
         let args: Args = DEFINITION.parse(args)?;
-        let id = args::non_blank(&args.id, "id")?;
+        let id = crate::memory::memory_id(&args.id, "id")?;
         let deleted = service
             .store
-            .delete(&ctx.tenant, &ctx.visibility(), id)
+            .delete(&ctx.tenant, &ctx.visibility(), &id)
             .await?;
         let text = if deleted {
             format!("[MEMORY] Deleted {id}.")
