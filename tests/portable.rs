@@ -199,6 +199,8 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
         with("embedding", json!("AAAA")),
         with("scope", json!("conversation")),
         with("created", json!("yesterday")),
+        with("created", json!("9999-12-31T00:00:00.000Z")),
+        with("last_accessed", json!("2999-01-01T00:00:00.000Z")),
         with("id", json!(memory["id"].as_str().unwrap().to_lowercase())),
         lines[1].to_owned(),
         "{\"tenant\": \"acme\"".to_owned(),
@@ -215,11 +217,13 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
         "line 5: embedding: holds 0.75 values where the header says 64",
         "line 6: conversation: a memory of scope conversation needs its conversation",
         "line 7: created: \"yesterday\" is not an RFC 3339 time",
+        "line 8: created: \"9999-12-31T00:00:00.000Z\" is in the future: at most 5 minutes past this machine's clock",
+        "line 9: last_accessed: \"2999-01-01T00:00:00.000Z\" is in the future",
         "is not a ULID in upper case",
-        "line 9: id: ",
+        "line 11: id: ",
         "is in the file twice",
-        "line 10: invalid JSON: EOF while parsing",
-        "8 bad lines: nothing was imported",
+        "line 12: invalid JSON: EOF while parsing",
+        "10 bad lines: nothing was imported",
     ] {
         assert!(said.contains(expected), "{expected} in:\n{said}");
     }

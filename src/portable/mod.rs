@@ -24,6 +24,9 @@ pub const FORMAT: &str = "mcp-memory/1";
 /// Memories read or written at a time: what a command holds in memory, whatever the size
 /// of the store or the file.
 pub const BATCH: usize = 500;
+/// How far past this machine's clock an imported creation or use may be: two machines'
+/// clocks differ by seconds, never by this.
+pub const CLOCK_SKEW_MS: i64 = 5 * 60_000;
 
 /// The first line of an export.
 #[derive(Debug, Serialize, Deserialize)]
@@ -141,6 +144,29 @@ impl Line {
         let last_accessed_at = (self.last_accessed.as_deref())
             .map(|t| time("last_accessed", t))
             .transpose()?;
+        // A creation or use in the future would pin the memory first in every listing (and
+        // first in recency) for good; a clock a little ahead of this one's is allowed.
+        let latest = crate::memory::now_ms() + CLOCK_SKEW_MS;
+        for (name, text, at) in [
+            ("created", Some(&self.created), Some(created_at)),
+            (
+                "last_accessed",
+                self.last_accessed.as_ref(),
+                last_accessed_at,
+            ),
+        ] {
+            if let (Some(text), Some(at)) = (text, at)
+                && at > latest
+            {
+                return Err(field(
+                    name,
+                    format!(
+                        "\"{text}\" is in the future: at most {} minutes past this machine's clock",
+                        CLOCK_SKEW_MS / 60_000
+                    ),
+                ));
+            }
+        }
         if !(self.trust_base.is_finite() && self.trust_base > 0.0 && self.trust_base <= 1.0) {
             return Err(field("trust_base", "must be in (0, 1]".into()));
         }
