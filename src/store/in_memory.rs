@@ -104,8 +104,11 @@ impl MemoryStore for InMemoryStore {
         let neighbours =
             Self::nearest_locked(&rows, tenant, &dedup_scope, embedding, dedup::NEIGHBOURS);
         let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(existing) => {
-                return Ok(Remembered::AlreadyKnown(existing));
+            write::Decision::Known(known) => {
+                if let Some(position) = replaced {
+                    rows.remove(position);
+                }
+                return Ok(known.remembered());
             }
             write::Decision::Store(stored) => stored,
         };

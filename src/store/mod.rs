@@ -39,8 +39,12 @@ pub enum Remembered {
     /// Written; beside it, the visible memories that say nearly the same thing but differ
     /// in a value or a word (`dedup::Verdict::New`), most similar first.
     Stored(Memory, Vec<Memory>),
-    /// Nothing was written; this existing memory already says it.
-    AlreadyKnown(Memory),
+    /// Nothing was written; this existing memory already says it. What the write was to
+    /// replace (`removed`) was deleted all the same (`write::Known`).
+    AlreadyKnown {
+        existing: Memory,
+        removed: Option<String>,
+    },
 }
 
 /// What a search found: by meaning, and by words (none when the query had none, or the

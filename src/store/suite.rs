@@ -16,6 +16,14 @@ use crate::search::{Query, query_terms};
 /// The duplicate rule every store is tested with: the specification's.
 const RULE: Rule = Rule::SPECIFIED;
 
+/// A repeat that replaced nothing.
+fn known(existing: Memory) -> Remembered {
+    Remembered::AlreadyKnown {
+        existing,
+        removed: None,
+    }
+}
+
 /// Every behaviour of `store_suite`, each on a fresh store from `make`.
 pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     a_stored_memory_comes_back_whole(&make().await).await;
@@ -337,7 +345,7 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
         )
         .await
         .unwrap();
-    assert_eq!(outcome, Remembered::AlreadyKnown(first));
+    assert_eq!(outcome, known(first));
     // Close in meaning but in other words: a new memory.
     let paraphrase = note(
         "releases ship with a blue/green switch weekly",
@@ -412,7 +420,7 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
             )
             .await
             .unwrap(),
-        Remembered::AlreadyKnown(in_c1)
+        known(in_c1)
     );
     // A project write is never swallowed by a thread's private note (docs/behavior.md#duplicates).
     let project = store_one(
@@ -436,7 +444,7 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
             )
             .await
             .unwrap(),
-        Remembered::AlreadyKnown(project)
+        known(project)
     );
 }
 
@@ -921,7 +929,8 @@ pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn Memor
         store.count_by_type(&acme, &everyone).await.unwrap().total,
         1
     );
-    // A correction that repeats a third memory is that memory, and nothing changes.
+    // A correction that repeats a third memory is that memory, and what it was to replace
+    // goes all the same: the caller said it was wrong.
     let third = store_one(
         store,
         "acme",
@@ -939,10 +948,23 @@ pub async fn a_replacement_takes_the_place_of_what_it_replaces(store: &dyn Memor
     )
     .await
     .unwrap();
-    assert_eq!(again, Remembered::AlreadyKnown(third));
+    assert_eq!(
+        again,
+        Remembered::AlreadyKnown {
+            existing: third,
+            removed: Some(new.id.clone()),
+        }
+    );
     assert_eq!(
         store.count_by_type(&acme, &everyone).await.unwrap().total,
-        2
+        1
+    );
+    let hits = nearest(store, &acme, &everyone, &direction(0, 0.0), 5)
+        .await
+        .unwrap();
+    assert!(
+        hits.iter().all(|h| h.memory.id != new.id),
+        "the replaced memory is gone from the index too"
     );
     // A thread's own note can be corrected from that thread, even into a project memory.
     let private = store_one(

@@ -13,10 +13,40 @@ use super::Remembered;
 
 /// What a write decided.
 pub enum Decision {
-    /// Nothing is written: this neighbour already says it.
-    Known(Memory),
+    /// Nothing is written: a neighbour already says it.
+    Known(Known),
     /// The memory is written, and what it replaces (if anything) deleted.
     Store(Stored),
+}
+
+/// A memory a neighbour already says. What it was to replace is deleted all the same: the
+/// caller said that memory is wrong, and the neighbour says what it should (docs/behavior.md,
+/// "remember").
+pub struct Known {
+    pub existing: Memory,
+    pub replaces: Option<String>,
+}
+
+impl Known {
+    /// The rows the write changes: the delete of what it replaces, if anything.
+    pub fn changes(&self) -> i64 {
+        i64::from(self.replaces.is_some())
+    }
+
+    /// The write as a tenant's index takes it.
+    pub fn apply(&self, index: &mut impl Indexed) {
+        if let Some(id) = &self.replaces {
+            index.remove(id);
+        }
+    }
+
+    /// The answer once the delete (if any) committed.
+    pub fn remembered(self) -> Remembered {
+        Remembered::AlreadyKnown {
+            existing: self.existing,
+            removed: self.replaces,
+        }
+    }
 }
 
 /// A memory to write.
@@ -33,7 +63,10 @@ pub struct Stored {
 /// replaces is visible, and holds whatever keeps another writer out until it has written.
 pub fn decide(memory: NewMemory, neighbours: &[Hit], rule: dedup::Rule) -> Decision {
     match dedup::judge(&memory, neighbours, rule) {
-        dedup::Verdict::Repeat(existing) => Decision::Known(Memory::clone(&existing.memory)),
+        dedup::Verdict::Repeat(existing) => Decision::Known(Known {
+            existing: Memory::clone(&existing.memory),
+            replaces: memory.replaces,
+        }),
         dedup::Verdict::New { similar } => {
             let terms = search::terms(&memory.content);
             Decision::Store(Stored {

@@ -97,6 +97,7 @@ fn output() -> Value {
             "id": {"type": "string"},
             "content": {"type": "string"},
         }))},
+        "removed": {"type": ["string", "null"]},
     }))
 }
 
@@ -149,6 +150,10 @@ async fn remember(
             service.duplicates,
         )
         .await?;
+    let removed = match &outcome {
+        Remembered::Stored(m, _) => m.replaces.clone(),
+        Remembered::AlreadyKnown { removed, .. } => removed.clone(),
+    };
     let (mut out, outcome, memory, similar) = match outcome {
         Remembered::Stored(m, similar) => match &m.replaces {
             Some(old) => (
@@ -164,11 +169,18 @@ async fn remember(
                 similar,
             ),
         },
-        Remembered::AlreadyKnown(existing) => {
+        Remembered::AlreadyKnown { existing, .. } => {
             (service.count_uses(ctx, "remember", &[&existing], now_ms())).await;
-            let said = "[MEMORY] Already known — an existing memory already says this, so \
-                        nothing new was written.\n\n";
-            (said.to_owned(), "already_known", existing, Vec::new())
+            let said = match &removed {
+                None => "[MEMORY] Already known — an existing memory already says this, so \
+                         nothing new was written.\n\n"
+                    .to_owned(),
+                Some(old) => format!(
+                    "[MEMORY] Already known — an existing memory already says this, so nothing \
+                     new was written; the memory it replaces ({old}) was removed.\n\n"
+                ),
+            };
+            (said, "already_known", existing, Vec::new())
         }
     };
     render::memory(&mut out, 1, &memory, None);
@@ -179,7 +191,7 @@ async fn remember(
         .map(|m| json!({"id": m.id, "content": m.content}))
         .collect();
     let data = json!({"outcome": outcome, "id": memory.id, "memory": render::data(&memory),
-                      "similar": similar});
+                      "similar": similar, "removed": removed});
     Ok(Answer::new(out, data))
 }
 

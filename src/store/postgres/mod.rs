@@ -306,8 +306,21 @@ impl MemoryStore for PostgresStore {
         let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
         let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
         let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(existing) => {
-                return Ok(Remembered::AlreadyKnown(existing));
+            write::Decision::Known(known) => {
+                let Some(id) = &known.replaces else {
+                    return Ok(known.remembered());
+                };
+                sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
+                    .bind(tenant.as_str())
+                    .bind(id)
+                    .execute(&mut *write.tx)
+                    .await?;
+                // The replaced memory was there: the tenant has a version row.
+                write.tx.commit().await?;
+                let apply = |index: &mut SearchIndex| known.apply(index);
+                let to = from + known.changes();
+                (self.indexes).apply(tenant.as_str(), &slot, from, to, apply);
+                return Ok(known.remembered());
             }
             write::Decision::Store(stored) => stored,
         };

@@ -388,6 +388,35 @@ fn log_flush_failures(failures: &[counters::FlushFailed]) {
 
 /// Deletes a memory: its vector, then its index key, best effort (a leftover key only
 /// costs a listing slot and a count). Safe to repeat.
+/// Removes the memory a write replaces, tried `REPLACE_TRIES` times (a retry is safe); the
+/// error says what was `done` and names the memory, for the agent to forget.
+async fn remove_replaced(
+    vectors: &Vectors,
+    objects: &dyn Objects,
+    tenant: &Tenant,
+    old: &Memory,
+    done: &str,
+) -> Result<(), StoreError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match remove(vectors, objects, tenant, old).await {
+            Ok(()) => return Ok(()),
+            Err(_) if tries < REPLACE_TRIES => {
+                tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+            }
+            Err(e) => {
+                let what = format!(
+                    "S3: {done}, but the memory it replaces ({}) could not be removed; forget it \
+                     to finish",
+                    old.id
+                );
+                return Err(StoreError::unavailable(what, e));
+            }
+        }
+    }
+}
+
 async fn remove(
     vectors: &Vectors,
     objects: &dyn Objects,
@@ -483,8 +512,20 @@ impl MemoryStore for S3Store {
             .nearest_visible(tenant, &dedup_scope, embedding, dedup::NEIGHBOURS)
             .await?;
         let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(existing) => {
-                return Ok(Remembered::AlreadyKnown(existing));
+            write::Decision::Known(known) => {
+                if let Some(old) = replaced {
+                    let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
+                    let (tenant, writing) =
+                        (tenant.clone(), Arc::clone(&self.writes).read_owned().await);
+                    // On its own task, as a write's are (below).
+                    let removed = tokio::spawn(async move {
+                        let _writing = writing;
+                        let done = "an existing memory already says this";
+                        remove_replaced(&vectors, &*objects, &tenant, &old, done).await
+                    });
+                    (removed.await).map_err(|e| StoreError::unavailable("S3 write task", e))??;
+                }
+                return Ok(known.remembered());
             }
             write::Decision::Store(stored) => stored,
         };
@@ -509,26 +550,8 @@ impl MemoryStore for S3Store {
                 let Some(old) = replaced else {
                     return Ok(());
                 };
-                let mut tries = 0;
-                return loop {
-                    tries += 1;
-                    match remove(&vectors, &*objects, &tenant, &old).await {
-                        Ok(()) => break Ok(()),
-                        Err(_) if tries < REPLACE_TRIES => {
-                            tokio::time::sleep(Duration::from_millis(100 * tries)).await;
-                        }
-                        Err(e) => {
-                            break Err(StoreError::unavailable(
-                                format!(
-                                    "S3: the new memory was stored, but the one it replaces \
-                                     ({}) could not be removed; forget it to finish",
-                                    old.id
-                                ),
-                                e,
-                            ));
-                        }
-                    }
-                };
+                let done = "the new memory was stored";
+                return remove_replaced(&vectors, &*objects, &tenant, &old, done).await;
             };
             // Unlisted memories would still be recalled and counted as duplicates, so take
             // the vector back and let the agent retry the whole write.

@@ -264,8 +264,19 @@ impl SqliteStore {
                 .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
                 .unwrap_or_default();
             let stored = match write::decide(memory, &neighbours, rule) {
-                write::Decision::Known(existing) => {
-                    return Ok(Ok(Remembered::AlreadyKnown(existing)));
+                write::Decision::Known(known) => {
+                    let Some(id) = &known.replaces else {
+                        return Ok(Ok(known.remembered()));
+                    };
+                    tx.execute(
+                        "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
+                        params![tenant, id],
+                    )?;
+                    let after = Versions::read(&tx, &tenant)?.memories;
+                    tx.commit()?;
+                    let apply = |index: &mut TenantIndex| known.apply(index);
+                    indexes.apply(&tenant, &slot, before.memories, after, apply);
+                    return Ok(Ok(known.remembered()));
                 }
                 write::Decision::Store(stored) => stored,
             };
