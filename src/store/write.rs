@@ -6,7 +6,10 @@
 //! duplicate rule or to `replaces` is made here, once (docs/behavior.md, "Duplicates").
 
 use crate::dedup;
-use crate::memory::{Conversation, Hit, Memory, NewMemory};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use crate::memory::Conversation;
+use crate::memory::{Hit, Memory, NewMemory};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use crate::search::{self, Entry, SearchIndex};
 
 use super::Remembered;
@@ -28,12 +31,8 @@ pub struct Known {
 }
 
 impl Known {
-    /// The rows the write changes: the delete of what it replaces, if anything.
-    pub fn changes(&self) -> i64 {
-        i64::from(self.replaces.is_some())
-    }
-
     /// The write as a tenant's index takes it.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn apply(&self, index: &mut impl Indexed) {
         if let Some(id) = &self.replaces {
             index.remove(id);
@@ -52,7 +51,8 @@ impl Known {
 /// A memory to write.
 pub struct Stored {
     pub memory: Memory,
-    /// Its words as recall matches them (`search::terms`).
+    /// Its words as recall matches them (`search::terms`), for a store that indexes them.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub terms: Vec<String>,
     /// The visible memories that say nearly the same thing (`dedup::Verdict::New`).
     similar: Vec<Memory>,
@@ -67,26 +67,18 @@ pub fn decide(memory: NewMemory, neighbours: &[Hit], rule: dedup::Rule) -> Decis
             existing: Memory::clone(&existing.memory),
             replaces: memory.replaces,
         }),
-        dedup::Verdict::New { similar } => {
-            let terms = search::terms(&memory.content);
-            Decision::Store(Stored {
-                memory: memory.into_memory(),
-                terms,
-                similar,
-            })
-        }
+        dedup::Verdict::New { similar } => Decision::Store(Stored {
+            #[cfg(any(feature = "sqlite", feature = "postgres"))]
+            terms: search::terms(&memory.content),
+            memory: memory.into_memory(),
+            similar,
+        }),
     }
 }
 
 impl Stored {
-    /// The rows the write changes, each of which moves the tenant's version on by one
-    /// (the stores' `memory_versions` triggers): the insert, and the delete of what it
-    /// replaces.
-    pub fn changes(&self) -> i64 {
-        1 + i64::from(self.memory.replaces.is_some())
-    }
-
     /// The write as a tenant's index takes it: what it replaces out, the memory in.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub fn apply(&self, index: &mut impl Indexed, vector: &[f32]) {
         if let Some(id) = &self.memory.replaces {
             index.remove(id);
@@ -101,11 +93,13 @@ impl Stored {
 }
 
 /// A tenant's index as a write changes it in place.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub trait Indexed {
     fn insert(&mut self, memory: &Memory, vector: &[f32], terms: &[String]);
     fn remove(&mut self, id: &str);
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl Indexed for SearchIndex {
     fn insert(&mut self, memory: &Memory, vector: &[f32], terms: &[String]) {
         let entry = Entry {

@@ -318,7 +318,7 @@ impl MemoryStore for PostgresStore {
                 // The replaced memory was there: the tenant has a version row.
                 write.tx.commit().await?;
                 let apply = |index: &mut SearchIndex| known.apply(index);
-                let to = from + known.changes();
+                let to = from + 1;
                 (self.indexes).apply(tenant.as_str(), &slot, from, to, apply);
                 return Ok(known.remembered());
             }
@@ -336,9 +336,10 @@ impl MemoryStore for PostgresStore {
         }
         // The trigger moved the tenant one version on for each row written or deleted; a
         // tenant without a row starts one in an epoch of its own (`versions.rs`).
+        let changes = 1 + i64::from(memory.replaces.is_some());
         let to = match from {
-            0 => versions::first_version(&mut write.tx, tenant.as_str(), stored.changes()).await?,
-            _ => from + stored.changes(),
+            0 => versions::first_version(&mut write.tx, tenant.as_str(), changes).await?,
+            _ => from + changes,
         };
         write.tx.commit().await?;
         (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
