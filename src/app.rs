@@ -45,6 +45,8 @@ pub struct App {
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
+    /// HTTP connections served at once (`http::serve`).
+    pub max_connections: usize,
     /// Deletes expired memories; stopped at shutdown.
     pub sweeper: Sweeper,
 }
@@ -103,6 +105,7 @@ impl App {
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,
             timeouts: config.timeouts,
+            max_connections: config.max_connections,
             sweeper,
         })
     }

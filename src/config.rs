@@ -67,6 +67,24 @@ pub struct Variables {
         default_value = "30000"
     )]
     pub mcp_body_timeout_ms: usize,
+    /// how long a client may take to read an answer, in milliseconds, from the moment the
+    /// server must wait for it; past it the connection is closed and the answer freed
+    #[arg(
+        long,
+        env = "MCP_WRITE_TIMEOUT_MS",
+        value_parser = positive("MCP_WRITE_TIMEOUT_MS"),
+        default_value = "30000"
+    )]
+    pub mcp_write_timeout_ms: usize,
+    /// connections served at once; past it a new connection gets 503 (only /health and
+    /// /metrics are still answered, on a few connections more)
+    #[arg(
+        long,
+        env = "MCP_MAX_CONNECTIONS",
+        value_parser = max_connections,
+        default_value = "256"
+    )]
+    pub mcp_max_connections: usize,
     /// how long one tool call may take in all, in milliseconds; past it the call answers a
     /// tool error (each dependency has its own, shorter, timeout)
     #[arg(
@@ -121,6 +139,7 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
+    pub max_connections: usize,
     pub store: store::Settings,
     /// How often expired memories are deleted (`store::sweep`).
     pub expiry_sweep: Duration,
@@ -141,6 +160,7 @@ pub struct Config {
 pub struct Timeouts {
     pub header: Duration,
     pub body: Duration,
+    pub write: Duration,
     pub request: Duration,
 }
 
@@ -203,8 +223,10 @@ impl Variables {
             timeouts: Timeouts {
                 header: milliseconds(self.mcp_header_timeout_ms),
                 body: milliseconds(self.mcp_body_timeout_ms),
+                write: milliseconds(self.mcp_write_timeout_ms),
                 request: milliseconds(self.mcp_request_timeout_ms),
             },
+            max_connections: self.mcp_max_connections,
             store,
             expiry_sweep,
             embedder,
@@ -217,6 +239,19 @@ impl Variables {
         })
     }
 }
+
+/// At least one, and no more than a process could hold open (a file descriptor each).
+fn max_connections(raw: &str) -> Result<usize, String> {
+    match positive("MCP_MAX_CONNECTIONS")(raw)? {
+        n if n <= MAX_CONNECTIONS => Ok(n),
+        n => Err(format!(
+            "MCP_MAX_CONNECTIONS must be at most {MAX_CONNECTIONS}, got \"{n}\""
+        )),
+    }
+}
+
+/// The most `MCP_MAX_CONNECTIONS` may be.
+const MAX_CONNECTIONS: usize = 1_000_000;
 
 fn milliseconds(ms: usize) -> Duration {
     Duration::from_millis(ms as u64)

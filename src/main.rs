@@ -68,10 +68,17 @@ async fn serve(variables: Variables) -> ExitCode {
 
     let stopping = Arc::new(tokio::sync::Notify::new());
     let stop = Arc::clone(&stopping);
+    let limits = http::Limits {
+        header_timeout: app.timeouts.header,
+        write_timeout: app.timeouts.write,
+        max_connections: app.max_connections,
+    };
     let server = http::serve(
         listener,
         http::router(Arc::clone(&app)),
-        app.timeouts.header,
+        http::at_capacity(Arc::clone(&app)),
+        limits,
+        Arc::clone(&app.metrics),
         async move {
             shutdown::signal().await;
             stop.notify_one();

@@ -38,16 +38,20 @@ fn defaults() {
     assert_eq!(c.thresholds, Thresholds::of_floor(0.1));
     assert_eq!(c.body_limit, 1024 * 1024);
     assert!(c.api_key.is_none() && c.allowed_origins.is_empty());
+    assert_eq!(c.max_connections, 256);
+    assert_eq!(c.timeouts.write, std::time::Duration::from_secs(30));
     let embed::Settings::OpenAi {
         base_url,
         model,
         dimension,
+        max_requests,
         ..
     } = c.embedder
     else {
         panic!("not the openai embedder");
     };
     assert_eq!(base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(max_requests, 8);
     assert_eq!(
         (model.as_str(), dimension),
         ("text-embedding-3-small", 1536)
@@ -301,6 +305,31 @@ fn embedding_refusals_name_the_variables() {
     }
     let dim = with(&[("EMBEDDING_DIM", "0")]).err().unwrap();
     assert_eq!(dim, "EMBEDDING_DIM must be a positive integer, got \"0\"");
+    let turns = with(&[("EMBEDDING_MAX_REQUESTS", "0")]).err().unwrap();
+    assert_eq!(
+        turns,
+        "EMBEDDING_MAX_REQUESTS must be a positive integer, got \"0\""
+    );
+    for (given, refusal) in [
+        (
+            "0",
+            "MCP_MAX_CONNECTIONS must be a positive integer, got \"0\"",
+        ),
+        (
+            "1000001",
+            "MCP_MAX_CONNECTIONS must be at most 1000000, got \"1000001\"",
+        ),
+    ] {
+        assert_eq!(
+            with(&[("MCP_MAX_CONNECTIONS", given)]).err().unwrap(),
+            refusal
+        );
+    }
+    let write = with(&[("MCP_WRITE_TIMEOUT_MS", "-1")]).err().unwrap();
+    assert_eq!(
+        write,
+        "MCP_WRITE_TIMEOUT_MS must be a positive integer, got \"-1\""
+    );
     // Local without a model directory takes the data directory's; a bare name is a model
     // there, a path is the model's directory.
     #[cfg(feature = "local")]

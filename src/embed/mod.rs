@@ -124,8 +124,13 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             ref api_key,
             ref model,
             dimension,
+            max_requests,
         } => Ok(Arc::new(openai::OpenAiEmbedder::new(
-            base_url, api_key, model, dimension,
+            base_url,
+            api_key,
+            model,
+            dimension,
+            max_requests,
         ))),
         #[cfg(feature = "local")]
         Settings::Local {

@@ -1,6 +1,7 @@
 //! Any OpenAI-compatible `/embeddings` endpoint (docs/behavior.md#openai-compatible): one POST per text, no
-//! `dimensions` parameter, a 10 s timeout (3 s to connect), an answer of at most 4 MiB,
-//! and no retries of our own.
+//! `dimensions` parameter, at most `EMBEDDING_MAX_REQUESTS` at once, a 10 s timeout for
+//! each text, its turn included (3 s to connect), an answer of at most 4 MiB, and no
+//! retries of our own.
 
 use std::time::Duration;
 
@@ -22,11 +23,19 @@ pub struct OpenAiEmbedder {
     api_key: String,
     model: String,
     dimension: usize,
+    /// A burst of calls opens this many connections to the service, not one each.
+    turns: tokio::sync::Semaphore,
 }
 
 impl OpenAiEmbedder {
     /// `base_url` is validated by `config` (http(s), no credentials, query or fragment).
-    pub fn new(base_url: &str, api_key: &str, model: &str, dimension: usize) -> Self {
+    pub fn new(
+        base_url: &str,
+        api_key: &str,
+        model: &str,
+        dimension: usize,
+        max_requests: usize,
+    ) -> Self {
         OpenAiEmbedder {
             client: reqwest::Client::builder()
                 .timeout(Duration::from_millis(TIMEOUT_MS))
@@ -37,13 +46,18 @@ impl OpenAiEmbedder {
             api_key: api_key.to_owned(),
             model: model.to_owned(),
             dimension,
+            turns: tokio::sync::Semaphore::new(max_requests),
         }
     }
-}
 
-#[async_trait]
-impl Embedder for OpenAiEmbedder {
-    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+    /// One request, in its turn.
+    async fn request(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let _turn = self
+            .turns
+            .acquire()
+            .await
+            .map_err(|_| EmbedError::Timeout(TIMEOUT_MS))?;
+
         let response = self
             .client
             .post(&self.url)
@@ -77,6 +91,17 @@ impl Embedder for OpenAiEmbedder {
             &self.model,
             self.dimension,
         )
+    }
+}
+
+#[async_trait]
+impl Embedder for OpenAiEmbedder {
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let timeout = Duration::from_millis(TIMEOUT_MS);
+        match tokio::time::timeout(timeout, self.request(text)).await {
+            Ok(embedded) => embedded,
+            Err(_) => Err(EmbedError::Timeout(TIMEOUT_MS)),
+        }
     }
 
     fn model(&self) -> crate::memory::Model {

@@ -146,6 +146,14 @@ pub struct Variables {
     /// its API key (openai) [default: unset]
     #[arg(long, env = "EMBEDDING_API_KEY", value_parser = text, hide_env_values = true)]
     pub embedding_api_key: Option<String>,
+    /// requests to the endpoint at once (openai); more wait their turn within its timeout
+    #[arg(
+        long,
+        env = "EMBEDDING_MAX_REQUESTS",
+        value_parser = positive("EMBEDDING_MAX_REQUESTS"),
+        default_value = "8"
+    )]
+    pub embedding_max_requests: usize,
 }
 
 /// The embedder chosen.
@@ -156,6 +164,7 @@ pub enum Settings {
         api_key: String,
         model: String,
         dimension: usize,
+        max_requests: usize,
     },
     /// A sentence-transformers model directory; the width defaults to the model's.
     #[cfg(feature = "local")]
@@ -257,6 +266,7 @@ impl Variables {
                     model: (self.embedding_model)
                         .unwrap_or_else(|| "text-embedding-3-small".into()),
                     dimension: self.embedding_dim.unwrap_or(1536),
+                    max_requests: self.embedding_max_requests,
                 })
             }
         } else {

@@ -3,9 +3,10 @@
 //! (docs/behavior.md#http-edge). The caller's identity is resolved here, once per request.
 
 mod auth;
+mod deadline;
 mod serve;
 
-pub use serve::serve;
+pub use serve::{Limits, serve};
 
 use std::sync::Arc;
 
@@ -29,6 +30,28 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
+/// What a connection past `MCP_MAX_CONNECTIONS` gets, for one request: probes and scrapes
+/// are answered as usual, anything else 503.
+pub fn at_capacity(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/health", any(health))
+        .route("/metrics", any(metrics))
+        .fallback(full)
+        .with_state(app)
+}
+
+async fn full() -> Response {
+    let mut response = rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        -32000,
+        "Service Unavailable: the server is serving MCP_MAX_CONNECTIONS connections; try again",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 /// Liveness: it calls no dependency, since restarting a pod cannot fix an outage of the
 /// database or the embedding service; but an in-process model whose thread has stopped
 /// only comes back with a restart, so that answers 503.
@@ -46,6 +69,9 @@ async fn health(State(app): State<Arc<App>>) -> Response {
 /// but with MCP_API_KEY set it asks for the same bearer token as /mcp: configure the
 /// scrape job with `authorization: {credentials: <key>}`.
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = foreign_origin(&app, &headers) {
+        return refused;
+    }
     if let Some(key) = &app.api_key
         && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
     {
@@ -71,18 +97,8 @@ async fn serve_mcp(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // DNS-rebinding boundary: a browser page may only reach us from a listed origin.
-    if let Some(origin) = headers.get(header::ORIGIN)
-        && !app
-            .allowed_origins
-            .iter()
-            .any(|o| o.as_bytes() == origin.as_bytes())
-    {
-        return rpc_error(
-            StatusCode::FORBIDDEN,
-            -32600,
-            "Forbidden: this Origin is not allowed (see MCP_ALLOWED_ORIGINS)",
-        );
+    if let Some(refused) = foreign_origin(&app, &headers) {
+        return refused;
     }
     if let Some(key) = &app.api_key
         && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
@@ -146,6 +162,19 @@ async fn serve_mcp(
         Some(body) => json_response(reply.status, &body),
         None => reply.status.into_response(),
     }
+}
+
+/// The DNS-rebinding boundary: a browser page may only reach us from a listed origin.
+fn foreign_origin(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let origin = headers.get(header::ORIGIN)?;
+    let listed = (app.allowed_origins.iter()).any(|o| o.as_bytes() == origin.as_bytes());
+    (!listed).then(|| {
+        rpc_error(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "Forbidden: this Origin is not allowed (see MCP_ALLOWED_ORIGINS)",
+        )
+    })
 }
 
 fn media_type_is(value: Option<&HeaderValue>, expected: &str) -> bool {

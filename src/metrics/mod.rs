@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::search::cache::Usage;
@@ -93,6 +93,10 @@ pub struct Metrics {
     access_failures: AtomicU64,
     /// Memories the expiry sweep deleted (`store::sweep`).
     expired: AtomicU64,
+    /// Connections being served (`http::serve`).
+    connections: AtomicI64,
+    /// Connections that came past `MCP_MAX_CONNECTIONS`.
+    refused: AtomicU64,
 }
 
 impl Metrics {
@@ -104,6 +108,8 @@ impl Metrics {
             in_flight: AtomicI64::new(0),
             access_failures: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            connections: AtomicI64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -152,6 +158,17 @@ impl Metrics {
     pub fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self)
+    }
+
+    /// Counts a connection as served until the guard is dropped.
+    pub fn connection(self: &Arc<Self>) -> Connection {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        Connection(Arc::clone(self))
+    }
+
+    /// A connection that came past `MCP_MAX_CONNECTIONS`.
+    pub fn connection_refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition format, version 0.0.4; `indexes` is what the store's
@@ -225,6 +242,21 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP mcp_memory_connections_open HTTP connections being served (at most \
+             MCP_MAX_CONNECTIONS).\n# TYPE mcp_memory_connections_open gauge\n\
+             mcp_memory_connections_open {}",
+            self.connections.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_memory_connections_refused_total HTTP connections that came past \
+             MCP_MAX_CONNECTIONS (answered 503, or closed).\n\
+             # TYPE mcp_memory_connections_refused_total counter\n\
+             mcp_memory_connections_refused_total {}",
+            self.refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
             "# HELP mcp_memory_access_record_failures_total Answers whose uses could not be \
              counted.\n# TYPE mcp_memory_access_record_failures_total counter\n\
              mcp_memory_access_record_failures_total {}",
@@ -290,6 +322,15 @@ pub struct InFlight<'a>(&'a Metrics);
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection being served, counted until dropped.
+pub struct Connection(Arc<Metrics>);
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -91,8 +91,10 @@ impl Tool for ListMemories {
             )
             .await?;
         found.retain(|m| visibility.can_see(m));
-        let more = found.len() > limit;
-        found.truncate(limit);
+        let fit = render::fitting(found.iter().take(limit));
+        let more = found.len() > fit;
+        let cut_short = fit < limit.min(found.len());
+        found.truncate(fit);
         let next = (found.last().filter(|_| more))
             .map(|last| cursor::encode(ctx, memory_type, &After::memory(last)));
         let data = json!({
@@ -113,6 +115,13 @@ impl Tool for ListMemories {
         let mut out = format!("[MEMORY] {n} {}, newest first.\n\n", render::memories(n));
         render::list(&mut out, found.iter().map(|m| (m, None)));
         if let Some(next) = &next {
+            if cut_short {
+                out.push_str(&format!(
+                    "\n\nThis page holds {n}, fewer than asked: one answer carries at most {} \
+                     bytes of memories. The next page goes on from here.",
+                    super::MAX_ANSWER_BYTES
+                ));
+            }
             out.push_str(&format!("\n\nnext cursor: {next}"));
         }
         Ok(Answer::new(out, data))

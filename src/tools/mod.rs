@@ -35,6 +35,12 @@ use schema::Definition;
 
 type Arguments = Map<String, Value>;
 
+/// The most memories one answer carries, in bytes of JSON, both copies counted (the text
+/// and the structured result): far past what a model reads at once, and what bounds the
+/// memory a client that does not take its answer can hold (`http::serve`). A list stops its
+/// page there and goes on at its cursor; recall leaves out its lowest results and says so.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+
 /// One tool: what `tools/list` shows of it, and what it does.
 #[async_trait]
 trait Tool: Send + Sync {

@@ -54,6 +54,7 @@ fn output() -> Value {
         "mode": {"type": "string", "enum": RecallMode::NAMES},
         "confidence": {"type": "string", "enum": ["high", "medium", "no_confident_match", "no_match"]},
         "results": {"type": "array", "items": result},
+        "omitted": {"type": "integer", "minimum": 0, "description": "Lower-ranked results left out to keep the answer within its size bound."},
     }))
 }
 
@@ -107,7 +108,7 @@ async fn recall(
     limit: usize,
 ) -> Result<Answer, ToolError> {
     let asked = render::quote(query, QUOTE_CHARS);
-    let data = |confidence: &str, results: Vec<Value>| json!({"mode": mode.as_str(), "confidence": confidence, "results": results});
+    let data = |confidence: &str, results: Vec<Value>, omitted: usize| json!({"mode": mode.as_str(), "confidence": confidence, "results": results, "omitted": omitted});
     let vector = service.embedder.embed_query(query).await?;
     let visibility = ctx.visibility();
     let terms = search::query_terms(query);
@@ -143,7 +144,7 @@ async fn recall(
             "[MEMORY] No memories stored for this project matched \"{asked}\".\n{}",
             no_match_guidance(mode)
         );
-        return Ok(Answer::new(text, data("no_match", Vec::new())));
+        return Ok(Answer::new(text, data("no_match", Vec::new(), 0)));
     }
     let now = now_ms();
     let mut ranking = ranking::rank(
@@ -171,9 +172,12 @@ async fn recall(
              Rephrase the query, or reason from first principles and say that you did. \
              Do not present a guess as a remembered fact."
         );
-        return Ok(Answer::new(text, data("no_confident_match", Vec::new())));
+        return Ok(Answer::new(text, data("no_confident_match", Vec::new(), 0)));
     }
 
+    let fit = render::fitting(ranking.results.iter().map(|r| &*r.memory));
+    let omitted = ranking.results.len() - fit;
+    ranking.results.truncate(fit);
     let used: Vec<&Memory> = ranking.results.iter().map(|r| &*r.memory).collect();
     service.count_uses(ctx, "recall", &used, now).await;
 
@@ -208,6 +212,14 @@ async fn recall(
             .iter()
             .map(|r| (&*r.memory, Some(r.standing))),
     );
+    if omitted > 0 {
+        out.push_str(&format!(
+            "\n\n{omitted} lower-ranked {} left out: one answer carries at most {} bytes of \
+             memories. Ask a narrower question to reach them.",
+            render::memories(omitted as u64),
+            super::MAX_ANSWER_BYTES
+        ));
+    }
     let results = (ranking.results.iter())
         .map(|r| {
             let mut memory = render::data(&r.memory);
@@ -215,7 +227,7 @@ async fn recall(
             memory
         })
         .collect();
-    Ok(Answer::new(out, data(confidence, results)))
+    Ok(Answer::new(out, data(confidence, results, omitted)))
 }
 
 fn no_match_guidance(mode: RecallMode) -> String {

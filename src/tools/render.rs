@@ -94,6 +94,23 @@ pub fn data(m: &Memory) -> Value {
     })
 }
 
+/// How many of `memories`, from the first, one answer carries within
+/// `MAX_ANSWER_BYTES`: each is in it twice (the text, the structured result), escaped as
+/// JSON, where a control character takes six bytes. The first always is: one memory is at
+/// most `MAX_CONTENT_BYTES` of content, a fraction of the bound.
+pub fn fitting<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> usize {
+    let mut used = 0;
+    let mut fit = 0;
+    for m in memories {
+        used += 2 * serde_json::to_string(&data(m)).map_or(0, |json| json.len());
+        if fit > 0 && used > super::MAX_ANSWER_BYTES {
+            break;
+        }
+        fit += 1;
+    }
+    fit
+}
+
 /// Entries separated by single newlines.
 pub fn list<'a>(out: &mut String, entries: impl IntoIterator<Item = (&'a Memory, Option<f64>)>) {
     for (i, (m, standing)) in entries.into_iter().enumerate() {
@@ -108,6 +125,36 @@ pub fn list<'a>(out: &mut String, entries: impl IntoIterator<Item = (&'a Memory,
 mod tests {
     use super::*;
     use crate::memory::{Conversation, MemoryType, NewMemory};
+
+    /// What bounds an answer is what it weighs as JSON, where a control character is six
+    /// bytes: the same length of plain text fits five times as many.
+    #[test]
+    fn an_answer_carries_memories_up_to_its_bound_and_always_the_first() {
+        let of = |content: String| {
+            NewMemory {
+                id: "01J0000000000000000000000A".into(),
+                content,
+                memory_type: MemoryType::Project,
+                category: None,
+                tags: vec![],
+                created_at: 1_782_909_296_789,
+                scope: Scope::Project,
+                conversation: None,
+                replaces: None,
+                expires_at: None,
+            }
+            .into_memory()
+        };
+        let plain = of("x".repeat(30_000));
+        let escaped = of("\u{1}".repeat(30_000));
+        // 2 × ~30 KB each against 1 MiB; 2 × ~180 KB each.
+        assert_eq!(fitting(vec![&plain; 50]), 17);
+        assert_eq!(fitting(vec![&escaped; 50]), 2);
+        // Bigger than the bound alone, the first is still carried, and nothing after it.
+        let huge = of("\u{1}".repeat(200_000));
+        assert_eq!(fitting([&huge, &plain]), 1);
+        assert_eq!(fitting(Vec::<&Memory>::new()), 0);
+    }
 
     #[test]
     fn facets_in_order() {

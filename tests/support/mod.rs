@@ -109,22 +109,41 @@ pub fn fake_vector_of(text: &str, width: usize) -> Vec<f64> {
     sum.iter().map(|x| x / norm).collect()
 }
 
-/// An OpenAI-compatible `/v1/embeddings`; `fail_with` makes it answer that status, and
-/// `answer_with` makes it answer 200 with a given body instead of an embedding.
+/// An OpenAI-compatible `/v1/embeddings`; `fail_with` makes it answer that status,
+/// `answer_with` makes it answer 200 with a given body instead of an embedding, and `hold`
+/// keeps every request waiting until `release`, counting how many wait at once.
 #[derive(Clone)]
 pub struct EmbeddingStub {
     pub base_url: String,
     fail_with: Arc<AtomicU16>,
     answer: Arc<std::sync::Mutex<Option<String>>>,
+    requests: Arc<Requests>,
+}
+
+/// The requests the stub is answering now, the most it ever answered at once, and whether
+/// it lets them through.
+pub struct Requests {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    open: tokio::sync::watch::Sender<bool>,
 }
 
 impl EmbeddingStub {
     pub async fn start() -> EmbeddingStub {
         let fail_with = Arc::new(AtomicU16::new(0));
         let answer = Arc::new(std::sync::Mutex::new(None));
+        let requests = Arc::new(Requests {
+            now: Default::default(),
+            most: Default::default(),
+            open: tokio::sync::watch::channel(true).0,
+        });
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(embed))
-            .with_state((Arc::clone(&fail_with), Arc::clone(&answer)));
+            .with_state((
+                Arc::clone(&fail_with),
+                Arc::clone(&answer),
+                Arc::clone(&requests),
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -132,7 +151,27 @@ impl EmbeddingStub {
             base_url: format!("http://{addr}/v1"),
             fail_with,
             answer,
+            requests,
         }
+    }
+
+    /// Requests wait, unanswered, until `release`.
+    pub fn hold(&self) {
+        self.requests.open.send_replace(false);
+    }
+
+    pub fn release(&self) {
+        self.requests.open.send_replace(true);
+    }
+
+    /// Requests waiting or being answered now.
+    pub fn requests_now(&self) -> usize {
+        self.requests.now.load(Ordering::SeqCst)
+    }
+
+    /// The most requests it ever had at once.
+    pub fn requests_at_most(&self) -> usize {
+        self.requests.most.load(Ordering::SeqCst)
     }
 
     pub fn fail_with(&self, status: u16) {
@@ -144,13 +183,36 @@ impl EmbeddingStub {
     }
 }
 
-type StubState = (Arc<AtomicU16>, Arc<std::sync::Mutex<Option<String>>>);
+type StubState = (
+    Arc<AtomicU16>,
+    Arc<std::sync::Mutex<Option<String>>>,
+    Arc<Requests>,
+);
+
+/// Counts a request from its arrival to its answer.
+struct Counted(Arc<Requests>);
+
+impl Counted {
+    fn new(requests: &Arc<Requests>) -> Counted {
+        let now = requests.now.fetch_add(1, Ordering::SeqCst) + 1;
+        requests.most.fetch_max(now, Ordering::SeqCst);
+        Counted(Arc::clone(requests))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 async fn embed(
-    State((fail_with, answer)): State<StubState>,
+    State((fail_with, answer, requests)): State<StubState>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
+    let _counted = Counted::new(&requests);
+    let _ = requests.open.subscribe().wait_for(|open| *open).await;
     // The request shape of docs/behavior.md#openai-compatible: bearer key, model and input, no dimensions.
     assert_eq!(headers["authorization"], "Bearer test-key");
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");

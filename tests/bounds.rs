@@ -1,0 +1,345 @@
+//! What the server holds stays bounded whatever its clients and dependencies do, through
+//! the binary (docs/operations.md, "Timeouts" and "Memory use"): a client that never reads
+//! its answers is cut off and its answers freed, connections past `MCP_MAX_CONNECTIONS` are
+//! answered 503 while probes still answer, one answer carries at most
+//! `MAX_ANSWER_BYTES` of memories and a list goes on at its cursor, a burst of calls opens
+//! at most `EMBEDDING_MAX_REQUESTS` requests to the embedding service, and `/metrics`
+//! keeps to the Origin rule `/mcp` has. Every other caller is served meanwhile.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::process::{Running, start};
+use support::{EmbeddingStub, base_env};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ACME: [(&str, &str); 1] = [("x-memory-tenant", "acme")];
+
+struct Served {
+    server: Running,
+    stub: EmbeddingStub,
+    _dir: tempfile::TempDir,
+}
+
+async fn serve(extra: &[(&str, &str)]) -> Served {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env: HashMap<String, String> = base_env(&stub, &dir.path().join("memory.db"));
+    for (k, v) in extra {
+        env.insert((*k).into(), (*v).into());
+    }
+    Served {
+        server: start(&mut env).await,
+        stub,
+        _dir: dir,
+    }
+}
+
+/// A memory of distinct words, padded with control characters, which JSON escapes to six
+/// bytes each: about 340 KB of answer for 28 KB stored.
+fn heavy(n: usize) -> String {
+    let words: Vec<String> = (0..40).map(|w| format!("w{n}x{w}")).collect();
+    format!("{} {}", words.join(" "), "\u{1}".repeat(28_000))
+}
+
+async fn remember_heavy(server: &Running, count: usize) {
+    for n in 0..count {
+        let stored = server
+            .call(&ACME, "remember", json!({"content": heavy(n)}))
+            .await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+}
+
+/// A raw HTTP request to `/mcp` for `tool`.
+fn request(tool: &str, arguments: Value) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": arguments}})
+    .to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         X-Memory-Tenant: acme\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A connection whose receive buffer is as small as the kernel allows, so that what the
+/// server sends piles up on its side.
+async fn small_window(server: &Running) -> tokio::net::TcpStream {
+    let address = server.url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(address).await.unwrap()
+}
+
+/// Polls `probe` until it holds, for at most 60 s: the wait is for an event, never a time.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut probe: impl FnMut() -> F) {
+    for _ in 0..1200 {
+        if probe().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} never happened within 60 s");
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_cut_off_and_every_other_is_served() {
+    let served = serve(&[("MCP_WRITE_TIMEOUT_MS", "2000")]).await;
+    let server = &served.server;
+    remember_heavy(server, 12).await;
+    // Ten clients ask for pages of every memory, eight in a row on each connection (about
+    // 8 MB each, more than any socket buffers), and never read.
+    let mut stalled = Vec::new();
+    for _ in 0..10 {
+        let mut stream = small_window(server).await;
+        for _ in 0..8 {
+            let asked = request("list_memories", json!({"limit": 50}));
+            stream.write_all(&asked).await.unwrap();
+        }
+        stalled.push(stream);
+    }
+    // Meanwhile everyone else is served.
+    let stats = server.call(&ACME, "memory_stats", json!({})).await;
+    assert_eq!(
+        stats,
+        "[MEMORY] 12 memories for this project (project: 12)."
+    );
+    assert_eq!(
+        reqwest::get(format!("{}/health", server.url))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // Their connections are closed at the write deadline, and their answers freed with them.
+    until("the stalled connections closing", || async move {
+        server.metric("mcp_memory_connections_open").await <= 2.0
+    })
+    .await;
+    for mut stream in stalled {
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut got));
+        let read = read.await.expect("the server closed the connection");
+        // Reset or ended: either way, far less than the eight answers asked for.
+        assert!(read.is_err() || got.len() < 4 << 20, "{} bytes", got.len());
+    }
+    let stats = server.call(&ACME, "memory_stats", json!({})).await;
+    assert_eq!(
+        stats,
+        "[MEMORY] 12 memories for this project (project: 12)."
+    );
+}
+
+#[tokio::test]
+async fn an_answer_is_bounded_and_a_list_goes_on_at_its_cursor() {
+    let served = serve(&[]).await;
+    let server = &served.server;
+    remember_heavy(server, 12).await;
+    let mut cursor: Option<String> = None;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pages = 0;
+    loop {
+        let mut arguments = json!({"limit": 50});
+        if let Some(cursor) = &cursor {
+            arguments["cursor"] = json!(cursor);
+        }
+        let reply = reqwest::Client::new()
+            .post(format!("{}/mcp", server.url))
+            .header("x-memory-tenant", "acme")
+            // A version with structured results.
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "list_memories", "arguments": arguments}}))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(
+            reply.len() <= (1 << 20) + (64 << 10),
+            "an answer of {} bytes",
+            reply.len()
+        );
+        let reply: Value = serde_json::from_slice(&reply).unwrap();
+        let result = &reply["result"];
+        let page = result["structuredContent"]["memories"].as_array().unwrap();
+        assert!(!page.is_empty(), "{reply}");
+        for memory in page {
+            assert!(seen.insert(memory["id"].as_str().unwrap().to_owned()));
+        }
+        pages += 1;
+        match result["structuredContent"]["nextCursor"].as_str() {
+            Some(next) => {
+                let text = result["content"][0]["text"].as_str().unwrap();
+                assert!(
+                    text.contains("fewer than asked: one answer carries at most 1048576 bytes"),
+                    "{text}"
+                );
+                cursor = Some(next.to_owned());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 12, "every memory, in {pages} pages");
+    assert!(pages >= 4, "pages of about three: {pages}");
+}
+
+/// The status a `ping` to `/mcp` gets on a connection of its own.
+async fn ping(server: &Running) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("x-memory-tenant", "acme")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A connection that asked for `/health` and is kept open for another request, or None when
+/// the server answered it as past the cap.
+async fn hold_a_place(server: &Running) -> Option<tokio::net::TcpStream> {
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut byte))
+            .await
+            .expect("an answer to /health")
+            .unwrap();
+        assert_eq!(
+            n,
+            1,
+            "closed before its answer: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    (!head.contains("connection: close")).then_some(stream)
+}
+
+#[tokio::test]
+async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
+    let served = serve(&[
+        ("MCP_MAX_CONNECTIONS", "3"),
+        ("MCP_HEADER_TIMEOUT_MS", "600000"),
+    ])
+    .await;
+    let server = &served.server;
+    // Three connections of ours take every place: each asks for /health and stays open. One
+    // that came while an earlier connection (the start's health checks) still held a place
+    // is answered as past the cap (`connection: close`), and another is opened instead.
+    let mut idle = Vec::new();
+    for _ in 0..1200 {
+        if idle.len() == 3 {
+            break;
+        }
+        if let Some(held) = hold_a_place(server).await {
+            idle.push(held);
+        }
+    }
+    assert_eq!(idle.len(), 3, "three places were never held");
+    assert_eq!(ping(server).await, 503);
+    let refused = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("x-memory-tenant", "acme")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MCP_MAX_CONNECTIONS"),
+        "{body}"
+    );
+    // Probes and scrapes are still answered, and say why.
+    let health = reqwest::get(format!("{}/health", server.url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(server.metric("mcp_memory_connections_open").await, 3.0);
+    assert!(server.metric("mcp_memory_connections_refused_total").await >= 3.0);
+    // One goes away: its place is served again.
+    drop(idle.pop());
+    until("a place freed", || async move { ping(server).await == 200 }).await;
+}
+
+#[tokio::test]
+async fn a_burst_of_calls_opens_at_most_the_configured_requests_to_the_embedder() {
+    let served = serve(&[("EMBEDDING_MAX_REQUESTS", "3")]).await;
+    let (server, stub) = (&served.server, &served.stub);
+    stub.hold();
+    let calls: Vec<_> = (0..10)
+        .map(|n| {
+            let url = server.url.clone();
+            tokio::spawn(async move {
+                let reply: Value = reqwest::Client::new()
+                    .post(format!("{url}/mcp"))
+                    .header("x-memory-tenant", "acme")
+                    .json(&json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                        "params": {"name": "remember",
+                                   "arguments": {"content": format!("burst fact {n} of ten, its own words {n}{n}")}}}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                reply["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+        .collect();
+    // Every call is in the server, and the embedder holds as many requests as it may get.
+    until("ten calls in flight", || async move {
+        server.metric("mcp_memory_requests_in_flight").await == 10.0
+    })
+    .await;
+    until("three requests at the embedder", || async move {
+        stub.requests_now() == 3
+    })
+    .await;
+    stub.release();
+    for call in calls {
+        let text = call.await.unwrap();
+        assert!(text.starts_with("[MEMORY] Stored as "), "{text}");
+    }
+    assert_eq!(stub.requests_at_most(), 3);
+}
+
+#[tokio::test]
+async fn metrics_refuse_a_foreign_origin_as_mcp_does() {
+    let served = serve(&[("MCP_ALLOWED_ORIGINS", "https://console.example")]).await;
+    let server = &served.server;
+    let scrape = |origin: Option<&'static str>| {
+        let mut request = reqwest::Client::new().get(format!("{}/metrics", server.url));
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(scrape(Some("https://evil.example")).await, 403);
+    assert_eq!(scrape(Some("https://console.example")).await, 200);
+    assert_eq!(scrape(None).await, 200);
+}
