@@ -7,7 +7,6 @@
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::app::App;
@@ -18,6 +17,9 @@ use crate::mcp::{self, Arrival};
 /// Messages handled at once; past it, stdin is not read until one is answered.
 const IN_FLIGHT: usize = 16;
 
+/// How long the answers already made may take to be written once a drain ran out its time.
+const LAST_WRITES: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A line of stdin.
 enum Line {
     Message(Vec<u8>),
@@ -25,8 +27,10 @@ enum Line {
     Oversized,
 }
 
-/// Serves stdin until it ends or `stop` resolves, then waits for the calls under way (up
-/// to `drain`) and for their answers to be written.
+/// Serves stdin until it ends or `stop` resolves, then lets the calls under way finish and
+/// their answers be written, all within `drain`: past it, the calls still running are
+/// abandoned, and so are answers a client that stopped reading never took, so the process
+/// always ends (docs/behavior.md#stdio).
 pub async fn serve(
     app: Arc<App>,
     caller: RequestContext,
@@ -36,7 +40,7 @@ pub async fn serve(
     let (lines, mut incoming) = mpsc::channel(IN_FLIGHT);
     read_lines(std::io::stdin(), app.body_limit, lines);
     let (answers, outgoing) = mpsc::channel::<Vec<u8>>(IN_FLIGHT);
-    let writer = tokio::spawn(write_lines(outgoing));
+    let written = write_lines(std::io::stdout(), outgoing);
     let identity = Ok(caller);
     let negotiated: Arc<Mutex<Option<String>>> = Arc::default();
     let turns = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
@@ -58,7 +62,11 @@ pub async fn serve(
                         app.body_limit
                     ),
                 );
-                let _ = answers.send(refusal.to_string().into_bytes()).await;
+                // A client that stopped reading cannot hold the signal up.
+                tokio::select! {
+                    _ = answers.send(refusal.to_string().into_bytes()) => {}
+                    () = &mut stop => break,
+                }
                 continue;
             }
         };
@@ -91,16 +99,27 @@ pub async fn serve(
         while running.try_join_next().is_some() {}
     }
     // Stdin ended or a signal came: the calls under way finish and are answered.
+    let deadline = tokio::time::Instant::now() + drain;
     let finished = async { while running.join_next().await.is_some() {} };
-    if tokio::time::timeout(drain, finished).await.is_err() {
+    if tokio::time::timeout_at(deadline, finished).await.is_err() {
         log::error(
             "stdio_drain_timed_out",
             "calls still running at the deadline were abandoned",
             &log::Fields::default(),
         );
+        running.abort_all();
+        while running.join_next().await.is_some() {}
     }
     drop(answers);
-    let _ = writer.await;
+    // The answers of calls that finished get their moment even when others ran out the drain.
+    let writing = deadline.max(tokio::time::Instant::now() + LAST_WRITES);
+    if tokio::time::timeout_at(writing, written).await.is_err() {
+        log::error(
+            "stdio_answers_not_taken",
+            "the client stopped reading standard output; answers it never took were dropped",
+            &log::Fields::default(),
+        );
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -176,16 +195,27 @@ fn blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Writes each answer as one line of stdout, flushed, until every sender is gone. A
-/// closed stdout (the client went away) ends it; the calls still finish.
-async fn write_lines(mut outgoing: mpsc::Receiver<Vec<u8>>) {
-    let mut stdout = tokio::io::stdout();
-    while let Some(mut line) = outgoing.recv().await {
-        line.push(b'\n');
-        if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
-            return;
+/// Writes each answer as one line of `output`, flushed, until every sender is gone, on a
+/// thread of its own: a write to a client that stopped reading never returns, and on the
+/// runtime's blocking pool it would hold up the runtime's shutdown, and so the exit. The
+/// receiver resolves when the writing ends; a closed output (the client went away) ends it
+/// too, and the calls still finish.
+fn write_lines(
+    output: impl std::io::Write + Send + 'static,
+    mut outgoing: mpsc::Receiver<Vec<u8>>,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (done, ended) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut output = output;
+        while let Some(mut line) = outgoing.blocking_recv() {
+            line.push(b'\n');
+            if output.write_all(&line).is_err() || output.flush().is_err() {
+                break;
+            }
         }
-    }
+        let _ = done.send(());
+    });
+    ended
 }
 
 #[cfg(test)]

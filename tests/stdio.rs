@@ -326,3 +326,93 @@ async fn sigterm_ends_it_cleanly() {
         .unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// Bytes written to `pipe` and not yet read, and how many it holds at most.
+fn pipe_fill(pipe: &ChildStdout) -> (usize, usize) {
+    use std::os::fd::AsRawFd;
+    let fd = pipe.as_raw_fd();
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int; F_GETPIPE_SZ reads nothing. Both on a pipe we own.
+    let (read, size) = unsafe {
+        (
+            libc::ioctl(fd, libc::FIONREAD, &mut unread),
+            libc::fcntl(fd, libc::F_GETPIPE_SZ),
+        )
+    };
+    assert!(read == 0 && size > 0, "the pipe cannot be inspected");
+    (unread as usize, size as usize)
+}
+
+/// A client that stops reading while answers are due: the process still ends, on SIGTERM
+/// or at the end of its input, within the drain deadline (10 s) and a second, exit code 0,
+/// and the final flush runs: the use a recall counted before is kept.
+#[tokio::test]
+async fn it_ends_in_time_when_its_client_stops_reading() {
+    for ending in ["SIGTERM", "the end of stdin"] {
+        let stub = EmbeddingStub::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_for(&stub, &dir.path().join("memory.db"), "acme");
+        let mut client = Client::start(&env);
+        client.initialize("2025-11-25").await;
+        let fact = "the api gateway listens on port 8443";
+        client.call(1, "remember", json!({"content": fact})).await;
+        let question = json!({"query": "which port does the api gateway use"});
+        let recalled = client.call(2, "recall", question).await;
+        assert!(text(&recalled).contains(fact), "{recalled}");
+        // Three long memories: each page of them is about 180 KB of answer.
+        for n in 0..3 {
+            let words: Vec<String> = (0..3_000).map(|w| format!("w{n}x{w}")).collect();
+            let stored = client
+                .call(10 + n, "remember", json!({"content": words.join(" ")}))
+                .await;
+            assert!(text(&stored).starts_with("[MEMORY] Stored as "), "{stored}");
+        }
+        // Then it asks for four pages and reads nothing more.
+        for id in 20..24 {
+            let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "list_memories", "arguments": {"limit": 50}}});
+            client.send_line(&list.to_string()).await;
+        }
+        let stdout = client.stdout.get_ref().get_ref();
+        for _ in 0..1200 {
+            let (unread, size) = pipe_fill(stdout);
+            if unread >= size {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (unread, size) = pipe_fill(stdout);
+        assert!(
+            unread >= size,
+            "stdout never filled: {unread} of {size} bytes"
+        );
+        match ending {
+            "SIGTERM" => support::process::sigterm(client.child.id().unwrap()),
+            _ => drop(client.stdin.take()),
+        }
+        let status = tokio::time::timeout(Duration::from_secs(60), client.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("still running 60 s after {ending}"))
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "after {ending}");
+        let mut stderr = String::new();
+        let mut pipe = client.child.stderr.take().unwrap();
+        pipe.read_to_string(&mut stderr).await.unwrap();
+        assert!(stderr.contains("stdio_answers_not_taken"), "{stderr}");
+        // The use the recall counted was flushed before the exit.
+        let exported = dir.path().join("export.jsonl");
+        let out = command(&env)
+            .args(["export", "--out", exported.to_str().unwrap()])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let export = std::fs::read_to_string(&exported).unwrap();
+        let line = export
+            .lines()
+            .find(|l| l.contains("8443"))
+            .expect("the fact is exported");
+        let memory: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(memory["access_count"], 1, "after {ending}: {line}");
+    }
+}
