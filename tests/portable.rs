@@ -144,7 +144,7 @@ async fn memories_move_between_every_backend_and_answer_alike() {
         .unwrap();
         assert_eq!(
             (header["format"].as_str(), header["dimension"].as_u64()),
-            (Some("mcp-memory/1"), Some(64))
+            (Some("mcp-memory/2"), Some(64))
         );
         assert_eq!(header["model"], "openai:fake-64");
         let (code, said) = run(&to, &["import", "--in", file]).await;
@@ -183,7 +183,9 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
     let good = dir.path().join("good.jsonl");
     let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{said}");
-    let text = std::fs::read_to_string(&good).unwrap();
+    // The lines are checked as an earlier release wrote them, without an end line, so
+    // only the lines are wrong; the end line has a test of its own.
+    let text = earlier_release(&std::fs::read_to_string(&good).unwrap());
     let lines: Vec<&str> = text.lines().collect();
     let memory: Value = serde_json::from_str(lines[1]).unwrap();
     let with = |field: &str, value: Value| {
@@ -229,6 +231,7 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
     }
     // Another format, another model: refused whole.
     let other_format = text.replacen("mcp-memory/1", "mcp-memory/9", 1);
+    assert_ne!(other_format, text);
     std::fs::write(&bad, &other_format).unwrap();
     let (code, said) = run(&target_env, &["import", "--in", bad.to_str().unwrap()]).await;
     assert_eq!(code, 1);
@@ -283,6 +286,115 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
         "the stub's own vector: {recalled}"
     );
     assert_eq!(server.terminate().await.code, Some(0));
+}
+
+/// An export as an earlier release wrote it: format 1, without the end line.
+fn earlier_release(export: &str) -> String {
+    let mut lines: Vec<&str> = export.lines().collect();
+    assert!(lines.pop().unwrap().starts_with("{\"end\":"));
+    let joined = lines.join("\n") + "\n";
+    assert!(joined.contains("\"format\":\"mcp-memory/2\""));
+    joined.replacen("mcp-memory/2", "mcp-memory/1", 1)
+}
+
+#[tokio::test]
+async fn an_export_cut_short_or_changed_is_refused_by_its_end_line() {
+    use sha2::Digest;
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut source = base_env(&stub, &dir.path().join("source.db"));
+    let server = start(&mut source).await;
+    let acme = [("x-tenant-id", "acme")];
+    for content in [
+        "the deploy pipeline releases on mondays",
+        "builds use cargo nextest",
+        "the staging database is restored every night",
+    ] {
+        server
+            .call(&acme, "remember", json!({"content": content}))
+            .await;
+    }
+    assert_eq!(server.terminate().await.code, Some(0));
+    let good = dir.path().join("good.jsonl");
+    let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{said}");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "a header, three memories and the end");
+    // The end counts the memories and hashes every byte before it, as sha256sum would.
+    let end: Value = serde_json::from_str(lines[4]).unwrap();
+    let before_end: String = lines[..4].iter().map(|l| format!("{l}\n")).collect();
+    let sha: String = sha2::Sha256::digest(before_end.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(end, json!({"end": {"memories": 3, "sha256": sha}}));
+
+    let target = base_env(&stub, &dir.path().join("target.db"));
+    let file = dir.path().join("changed.jsonl");
+    let import = |content: String| {
+        std::fs::write(&file, content).unwrap();
+        let target = target.clone();
+        let file = file.clone();
+        async move { run(&target, &["import", "--in", file.to_str().unwrap()]).await }
+    };
+    let with = |kept: &[usize]| {
+        kept.iter()
+            .map(|&i| format!("{}\n", lines[i]))
+            .collect::<String>()
+    };
+    for (content, refusal) in [
+        (
+            with(&[0, 1, 2, 3]),
+            "the file ends at line 4 without the export's end line (its count and checksum): \
+             it was cut short after 3 memories",
+        ),
+        (
+            with(&[0, 1]),
+            "the file ends at line 2 without the export's end line (its count and checksum): \
+             it was cut short after 1 memory",
+        ),
+        (
+            with(&[0, 1, 3, 4]),
+            "line 4: the export's end counts 3 memories, but 2 lines come before it: the file \
+             lost lines",
+        ),
+        (
+            with(&[0, 1, 2, 3, 4]).replacen("mondays", "fridays", 1),
+            "line 5: the checksum of the export's end does not match the lines before it",
+        ),
+        (
+            with(&[0, 1, 2, 3, 4, 1]),
+            "line 6: comes after the export's end (line 5)",
+        ),
+    ] {
+        let (code, said) = import(content).await;
+        assert_eq!(code, 1, "{said}");
+        assert!(said.contains(refusal), "{refusal} in:\n{said}");
+        assert!(said.contains("nothing was imported"), "{said}");
+    }
+    let mut target_env = target.clone();
+    let server = start(&mut target_env).await;
+    let stats = server.call(&acme, "memory_stats", json!({})).await;
+    assert!(
+        stats.contains("no memories"),
+        "nothing was written: {stats}"
+    );
+    assert_eq!(server.terminate().await.code, Some(0));
+    // The whole file, and an earlier release's file without an end, are imported.
+    let (code, said) = import(text.clone()).await;
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("imported 3 memories (0 already held)"),
+        "{said}"
+    );
+    let (code, said) = import(earlier_release(&text)).await;
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("imported 0 memories (3 already held)"),
+        "{said}"
+    );
+    assert!(said.contains("has no end line"), "{said}");
 }
 
 /// Lists and counts from each caller's view: what no re-embedding may change.
@@ -431,7 +543,8 @@ async fn a_count_of_uses_saturates_and_an_import_past_it_is_refused_on_every_sto
     let exported = dir.path().join("exported.jsonl");
     let (code, said) = run(&source, &["export", "--out", exported.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{said}");
-    let text = std::fs::read_to_string(&exported).unwrap();
+    // Edited by hand, so written as an earlier release's format, which has no end line.
+    let text = earlier_release(&std::fs::read_to_string(&exported).unwrap());
     let lines: Vec<&str> = text.lines().collect();
     let with_uses = |uses: u64| {
         let mut memory: Value = serde_json::from_str(lines[1]).unwrap();

@@ -5,8 +5,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use sha2::{Digest, Sha256};
+
 use super::progress::Progress;
-use super::{BATCH, FORMAT, Header, Line};
+use super::{BATCH, End, FORMAT, Header, Line, hex};
 use crate::config::Variables;
 use crate::memory::{Tenant, iso, now_ms};
 
@@ -35,7 +37,10 @@ pub async fn run(variables: Variables, tenants: Vec<String>, out: Option<PathBuf
         },
         None => (Box::new(std::io::stdout().lock()), "standard output".into()),
     };
-    let mut sink = std::io::BufWriter::new(&mut sink);
+    let mut sink = Hashed {
+        inner: std::io::BufWriter::new(&mut sink),
+        sha: Sha256::new(),
+    };
     let at = now_ms();
     let model = embedder.model();
     let header = Header {
@@ -72,7 +77,11 @@ pub async fn run(variables: Variables, tenants: Vec<String>, out: Option<PathBuf
             None => break,
         }
     }
-    if let Err(e) = sink.flush() {
+    let end = End {
+        memories: written,
+        sha256: hex(&sink.sha.finalize_reset()),
+    };
+    if let Err(e) = writeln!(sink.inner, "{}", end.line()).and_then(|()| sink.flush()) {
         return failed(written, e.to_string());
     }
     let took = progress.finish();
@@ -86,4 +95,22 @@ pub async fn run(variables: Variables, tenants: Vec<String>, out: Option<PathBuf
 
 fn json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
+}
+
+/// A writer that hashes what it writes, for the end line.
+struct Hashed<W> {
+    inner: W,
+    sha: Sha256,
+}
+
+impl<W: Write> Write for Hashed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

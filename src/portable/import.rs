@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
+
 use super::progress::Progress;
-use super::{BATCH, FORMAT, Header, Line, model_of};
+use super::{BATCH, End, FORMAT, FORMAT_WITHOUT_END, Header, Line, hex, model_of};
 use crate::config::Variables;
 use crate::embed::Embedder;
 use crate::store::Portable;
@@ -46,8 +48,9 @@ pub async fn run(variables: Variables, input: Option<PathBuf>, reembed: bool) ->
     let (mut written, mut read) = (0u64, 0u64);
     let mut batch: Vec<Portable> = Vec::with_capacity(BATCH);
     let mut first_line = 2;
+    // The end line was checked with the rest; it holds no memory.
     let lines = match source.lines() {
-        Ok(lines) => lines.skip(1),
+        Ok(lines) => (lines.skip(1)).filter(|line| !line.as_deref().is_ok_and(End::is)),
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::FAILURE;
@@ -124,11 +127,16 @@ fn check(
         None => return Err(format!("{} is empty: nothing was imported", source.named)),
         Some(line) => line.map_err(|e| format!("line 1: {e}: nothing was imported"))?,
     };
+    let mut sha = Sha256::new();
+    sha.update(header.as_bytes());
+    sha.update(b"\n");
     let header: Header = serde_json::from_str(&header)
         .map_err(|e| format!("line 1: not an export header ({e}): nothing was imported"))?;
-    if header.format != FORMAT {
+    let ended = header.format == FORMAT;
+    if !ended && header.format != FORMAT_WITHOUT_END {
         return Err(format!(
-            "line 1: format \"{}\" is not one this release reads ({FORMAT}): nothing was imported",
+            "line 1: format \"{}\" is not one this release reads ({FORMAT}, \
+             {FORMAT_WITHOUT_END}): nothing was imported",
             header.format
         ));
     }
@@ -147,15 +155,38 @@ fn check(
     let mut seen = std::collections::HashSet::new();
     let hasher =
         std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    // Where the end line is, and what it says.
+    let mut end: Option<(usize, Result<End, String>)> = None;
+    let (mut last, mut memory_lines, mut stopped) = (1, 0u64, false);
     for (i, line) in lines.enumerate() {
         let number = i + 2;
+        last = number;
         if let Err(message) = &line
             && message.starts_with("longer than")
         {
             bad_count += 1;
             bad.push(format!("line {number}: {message}; the check stopped there"));
+            stopped = true;
             break;
         }
+        if let Some((at, _)) = &end {
+            bad_count += 1;
+            if bad.len() < REPORTED {
+                bad.push(format!(
+                    "line {number}: comes after the export's end (line {at})"
+                ));
+            }
+            continue;
+        }
+        if let Ok(text) = &line {
+            if End::is(text) {
+                end = Some((number, End::read(text)));
+                continue;
+            }
+            sha.update(text.as_bytes());
+            sha.update(b"\n");
+        }
+        memory_lines += 1;
         let checked = memory(line, header.dimension).and_then(|p| {
             let key = std::hash::BuildHasher::hash_one(&hasher, (p.tenant.as_str(), &p.memory.id));
             match seen.insert(key) {
@@ -176,6 +207,40 @@ fn check(
                 }
             }
         }
+    }
+    let (lines, digest) = (memory_lines, hex(&sha.finalize()));
+    let ending = match (ended, end) {
+        _ if stopped => None,
+        (true, Some((at, Ok(end)))) if end.memories != lines => Some(format!(
+            "line {at}: the export's end counts {} memories, but {lines} lines come before it: \
+             the file lost lines",
+            end.memories
+        )),
+        (true, Some((at, Ok(end)))) if end.sha256 != digest => Some(format!(
+            "line {at}: the checksum of the export's end does not match the lines before it: \
+             the file was changed or damaged"
+        )),
+        (true, Some((_, Ok(_)))) => None,
+        (true, Some((at, Err(e)))) => Some(format!("line {at}: {e}")),
+        (true, None) => Some(format!(
+            "the file ends at line {last} without the export's end line (its count and \
+             checksum): it was cut short after {lines} {}",
+            if lines == 1 { "memory" } else { "memories" }
+        )),
+        (false, Some((at, _))) => Some(format!(
+            "line {at}: an end line in a file of format {FORMAT_WITHOUT_END}, which has none"
+        )),
+        (false, None) => {
+            eprintln!(
+                "note: an export of format {FORMAT_WITHOUT_END} (an earlier release) has no end \
+                 line, so a file cut short cannot be told from a whole one"
+            );
+            None
+        }
+    };
+    if let Some(message) = ending {
+        bad_count += 1;
+        bad.push(message);
     }
     if bad_count > 0 {
         let more = bad_count - bad.len() as u64;

@@ -19,8 +19,11 @@ use crate::embed::{self, EmbedError, Embedder};
 use crate::memory::{Memory, MemoryType, Model, Scope, iso};
 use crate::store::{MemoryStore, Portable};
 
-/// The format this release writes and reads.
-pub const FORMAT: &str = "mcp-memory/1";
+/// The format this release writes: a header, the memories, and an end line.
+pub const FORMAT: &str = "mcp-memory/2";
+/// The format of earlier releases, still read: the same without the end line, so a file
+/// cut short cannot be told from a whole one.
+pub const FORMAT_WITHOUT_END: &str = "mcp-memory/1";
 /// Memories read or written at a time: what a command holds in memory, whatever the size
 /// of the store or the file.
 pub const BATCH: usize = 500;
@@ -35,6 +38,47 @@ pub struct Header {
     pub model: String,
     pub dimension: usize,
     pub exported_at: String,
+}
+
+/// The last line of an export, `{"end":{"memories":N,"sha256":"…"}}`: how many memory
+/// lines come before it, and the SHA-256 of every byte before it, header included (`head
+/// -n -1 FILE | sha256sum` gives the same). A file cut at a line boundary has lost it; one
+/// cut or changed elsewhere no longer matches it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct End {
+    pub memories: u64,
+    pub sha256: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndLine {
+    end: End,
+}
+
+impl End {
+    /// The line this end is written as.
+    pub fn line(self) -> String {
+        serde_json::to_string(&EndLine { end: self }).unwrap_or_default()
+    }
+
+    /// Whether `line` is an end line (and not a memory), which `read` then checks.
+    pub fn is(line: &str) -> bool {
+        line.trim_start().starts_with("{\"end\"")
+    }
+
+    /// The end an end line gives.
+    pub fn read(line: &str) -> Result<End, String> {
+        serde_json::from_str::<EndLine>(line)
+            .map(|l| l.end)
+            .map_err(|e| format!("not an export's end line ({e})"))
+    }
+}
+
+/// A SHA-256 as lower-case hex, as `sha256sum` prints it.
+pub fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One memory, as a line of an export.
