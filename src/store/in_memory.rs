@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{
-    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
-    write,
+    After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
+    keep_nearest, write,
 };
 use crate::dedup;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
@@ -241,7 +241,7 @@ impl MemoryStore for InMemoryStore {
         Ok(written)
     }
 
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         let mut rows = self.rows.lock().expect("lock");
         let mut expired = 0;
         rows.retain(|(_, m, _)| {
@@ -249,7 +249,7 @@ impl MemoryStore for InMemoryStore {
             expired += usize::from(gone);
             !gone
         });
-        Ok(expired)
+        Ok(Expired::of(expired, expired, limit))
     }
 
     async fn flush(&self) -> Result<(), StoreError> {

@@ -143,6 +143,25 @@ pub fn check_widths(memories: &[Portable], width: usize) -> Result<(), StoreErro
     }
 }
 
+/// What one pass of the expiry sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub deleted: usize,
+    /// The pass stopped before it had looked at everything: at its limit of deletions, or
+    /// (S3) at the end of its stretch of keys.
+    pub more: bool,
+}
+
+impl Expired {
+    /// A pass that asked for at most `limit` expired memories and found `found`.
+    pub fn of(deleted: usize, found: usize, limit: usize) -> Expired {
+        Expired {
+            deleted,
+            more: found >= limit,
+        }
+    }
+}
+
 /// Every operation takes the tenant, then what the caller may see, then its own arguments.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
@@ -209,8 +228,9 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Deletes up to `limit` memories of any tenant that expired by `at` (ms), and says
-    /// how many: the sweep (`sweep.rs`). They were invisible from that instant already.
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError>;
+    /// how many and whether there may be more to look at: the sweep (`sweep.rs`). They were
+    /// invisible from that instant already.
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError>;
 
     /// Up to `limit` memories whole, of the tenants `only` (every tenant when empty), none
     /// expired at `at`, in an order of the store's own; from `from`, a page's `next`, the ones

@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use super::reembed::Reembedding;
-use super::{MemoryStore, Portable, Remembered, StoreError};
+use super::{Expired, MemoryStore, Portable, Remembered, StoreError};
 use crate::dedup::Rule;
 use crate::memory::{
     Conversation, Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Tenant, Visibility,
@@ -1315,9 +1315,13 @@ pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryS
             listed.into_iter().map(|m| m.content).collect::<Vec<_>>()
         }
     };
-    assert_eq!(store.expire(expiry - 1, 500).await.unwrap(), 0);
+    let expired = |deleted, more| Expired { deleted, more };
+    assert_eq!(
+        store.expire(expiry - 1, 500).await.unwrap(),
+        expired(0, false)
+    );
     assert_eq!(left("acme").await.len(), 3, "nothing had expired");
-    assert_eq!(store.expire(expiry, 500).await.unwrap(), 2);
+    assert_eq!(store.expire(expiry, 500).await.unwrap(), expired(2, false));
     for who in ["acme", "globex"] {
         assert_eq!(
             left(who).await,
@@ -1343,10 +1347,19 @@ pub async fn the_sweep_deletes_what_expired_and_nothing_else(store: &dyn MemoryS
             2
         );
     }
-    // A pass deletes at most its batch; the next one goes on.
-    assert_eq!(store.expire(expiry + 1_000, 1).await.unwrap(), 1);
-    assert_eq!(store.expire(expiry + 1_000, 500).await.unwrap(), 1);
-    assert_eq!(store.expire(expiry + 1_000, 500).await.unwrap(), 0);
+    // A pass deletes at most its batch and says there may be more; the next one goes on.
+    assert_eq!(
+        store.expire(expiry + 1_000, 1).await.unwrap(),
+        expired(1, true)
+    );
+    assert_eq!(
+        store.expire(expiry + 1_000, 500).await.unwrap(),
+        expired(1, false)
+    );
+    assert_eq!(
+        store.expire(expiry + 1_000, 500).await.unwrap(),
+        expired(0, false)
+    );
     for who in ["acme", "globex"] {
         assert_eq!(left(who).await, [format!("{who}'s fact number 2")]);
     }

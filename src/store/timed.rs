@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
+use super::{
+    After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
+};
 use crate::dedup;
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
@@ -112,7 +114,7 @@ impl MemoryStore for TimedStore {
         self.inner.import(memories).await
     }
 
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         self.time("expire", self.inner.expire(at, limit)).await
     }
 

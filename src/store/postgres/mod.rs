@@ -24,7 +24,7 @@ use sqlx::postgres::PgPool;
 use sqlx::{Connection, Row};
 
 use super::{
-    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, write,
+    After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, write,
 };
 use crate::dedup;
 use crate::memory::{Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
@@ -544,7 +544,7 @@ impl MemoryStore for PostgresStore {
     }
 
     /// Tenant by tenant, each as one of this process's writes, so its index follows.
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         let expired: Vec<(String, String)> = sqlx::query_as(
             "SELECT tenant_id, id FROM memories \
              WHERE expires_at <= to_timestamp($1::double precision / 1000) \
@@ -585,7 +585,7 @@ impl MemoryStore for PostgresStore {
             });
             deleted += gone.len();
         }
-        Ok(deleted)
+        Ok(Expired::of(deleted, expired.len(), limit))
     }
 
     /// Every write is committed when it returns: nothing waits here.

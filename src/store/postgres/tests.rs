@@ -184,7 +184,22 @@ async fn a_switch_and_a_write_under_way_both_finish() {
         .await
         .unwrap();
     let switch = tokio::spawn(async move { run.switch(&wider).await });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The write goes on once the switch waits for the version row it holds.
+    let mut watch = PgConnection::connect(&url).await.unwrap();
+    for _ in 0..1200 {
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&mut watch)
+            .await
+            .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            !switch.is_finished(),
+            "the switch did not wait for the write"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
     sqlx::query("DELETE FROM memories WHERE tenant_id = 'acme' AND id <> $1")
         .bind(&kept.id)
         .execute(&mut *tx)

@@ -21,8 +21,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, keep_nearest,
-    write,
+    After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
+    keep_nearest, write,
 };
 use crate::dedup;
 use crate::log;
@@ -78,6 +78,8 @@ pub struct S3Store {
     stats_scan_cap: usize,
     /// The index key the next sweep pass starts after; None: from the first tenant.
     sweep_from: std::sync::Mutex<Option<String>>,
+    /// Index keys a sweep pass reads: `SWEEP_SCAN`, fewer in tests.
+    sweep_scan: usize,
     discarding: Arc<tokio::sync::Semaphore>,
     /// The model this process embeds with, and whether the state bucket is known to
     /// record it for the vector index (`model_key`).
@@ -171,6 +173,7 @@ impl S3Store {
             state_bucket: settings.state_bucket.clone(),
             stats_scan_cap: STATS_SCAN_CAP,
             sweep_from: std::sync::Mutex::new(None),
+            sweep_scan: SWEEP_SCAN,
             discarding: Arc::new(tokio::sync::Semaphore::new(DISCARDS)),
             model: model.clone(),
             model_checked: std::sync::atomic::AtomicBool::new(false),
@@ -800,11 +803,12 @@ impl MemoryStore for S3Store {
     }
 
     /// One stretch of `SWEEP_SCAN` index keys, across tenants, from where the last pass
-    /// stopped: the expired memories among them (up to `limit`) are deleted.
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+    /// stopped: the expired memories among them (up to `limit`) are deleted. There is more
+    /// while keys come after the stretch, so a round (`sweep::round`) goes on to the end.
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         let from = lock(&self.sweep_from).clone();
         let keys = (self.objects)
-            .list(index::ALL, from.as_deref(), SWEEP_SCAN)
+            .list(index::ALL, from.as_deref(), self.sweep_scan)
             .await
             .map_err(state_failed)?;
         let mut expired: Vec<Entry> = (keys.iter().filter_map(|k| Entry::parse(k)))
@@ -815,15 +819,19 @@ impl MemoryStore for S3Store {
         let next = if expired.len() > limit {
             expired.truncate(limit);
             expired.last().map(|e| e.key.clone())
-        } else if keys.len() < SWEEP_SCAN {
+        } else if keys.len() < self.sweep_scan {
             None
         } else {
             keys.last().cloned()
         };
         let (vector_keys, index_keys) = keys_of(expired);
         delete_expired(&self.vectors, &*self.objects, &vector_keys, &index_keys).await?;
+        let more = next.is_some();
         *lock(&self.sweep_from) = next;
-        Ok(index_keys.len())
+        Ok(Expired {
+            deleted: index_keys.len(),
+            more,
+        })
     }
 
     /// At shutdown: stops the flush timer, waits for `remember`s still writing, then

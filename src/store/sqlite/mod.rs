@@ -30,7 +30,9 @@ use schema::{Recorded, connect, recorded_model};
 use uses::Pending;
 
 use super::write::{self, Indexed};
-use super::{After, Counts, Exported, Matches, MemoryStore, Portable, Remembered, StoreError};
+use super::{
+    After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
+};
 use crate::dedup;
 use crate::memory::{Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::cache::{Coherence, Indexing, Slot, TenantCache};
@@ -561,7 +563,7 @@ impl MemoryStore for SqliteStore {
         .await?
     }
 
-    async fn expire(&self, at: i64, limit: usize) -> Result<usize, StoreError> {
+    async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         self.with_conn(move |conn, indexes, _| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let expired: Vec<(String, String)> = tx
@@ -596,7 +598,7 @@ impl MemoryStore for SqliteStore {
                     });
                 }
             }
-            Ok(expired.len())
+            Ok(Expired::of(expired.len(), expired.len(), limit))
         })
         .await
     }

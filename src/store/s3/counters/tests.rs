@@ -443,7 +443,8 @@ async fn load_folds_in_the_background() {
     }
     time.advance(LAG_MS);
     assert_eq!(access(&a.load(&acme()).await.unwrap(), "m1"), 3);
-    for _ in 0..100 {
+    // Waited for, up to 10 s: the compaction runs on the runtime, whenever it gets a turn.
+    for _ in 0..2000 {
         if bucket.shards("acme").is_empty() {
             break;
         }
