@@ -278,9 +278,11 @@ async fn a_large_tenant_building_its_index_holds_no_one_up() {
         let file = file.to_str().unwrap();
         run(&env, &["export", "--out", file, "--tenant", "big"]).await;
         let text = std::fs::read_to_string(file).unwrap();
-        let (header, line) = text.split_once('\n').unwrap();
-        let template: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
-        let mut lines = vec![header.to_owned()];
+        let mut exported = text.lines();
+        let (header, line) = (exported.next().unwrap(), exported.next().unwrap());
+        let template: serde_json::Value = serde_json::from_str(line).unwrap();
+        // Written as an earlier release's format, which has no end line to agree with.
+        let mut lines = vec![header.replacen("mcp-memory/2", "mcp-memory/1", 1)];
         for n in 1..BIG {
             let mut memory = template.clone();
             memory["id"] = json!(mcp_memory::memory::new_id(1_700_000_000_000 + n as i64));
@@ -452,13 +454,15 @@ async fn slow_and_stalled_clients_are_cut_off_while_others_are_served() {
     // Headers one byte at a time, slower than the timeout allows in all.
     let mut slow = connect(server).await;
     let trickle = tokio::spawn(async move {
+        let mut cut_off = false;
         for byte in b"POST /mcp HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaa" {
             if slow.write_all(&[*byte]).await.is_err() {
+                cut_off = true;
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        until_closed(&mut slow).await
+        (until_closed(&mut slow).await.0, cut_off)
     });
     // A body that stops halfway.
     let mut stalled = connect(server).await;
@@ -480,11 +484,11 @@ async fn slow_and_stalled_clients_are_cut_off_while_others_are_served() {
     let (answer, took) = until_closed(&mut stalled).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("did not arrive within 1000 ms"), "{answer}");
-    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
-    let (answer, took) = trickle.await.unwrap();
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
+    let (answer, cut_off) = trickle.await.unwrap();
     assert!(!answer.contains("200 OK"), "{answer}");
-    // Cut off at about a second, long before the trickle would have ended.
-    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    // Cut off at about a second, before the trickle (about 11 s of bytes) had ended.
+    assert!(cut_off, "the trickle sent its whole header: {answer}");
     assert_eq!(
         call(server, "acme", "memory_stats", json!({})).await,
         "[MEMORY] 5 memories for this project (project: 5)."
@@ -529,7 +533,9 @@ async fn a_hanging_dependency_ends_in_a_readable_error_at_the_deadline() {
         text.contains("recall did not finish within 700 ms"),
         "{text}"
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // The message tells the deadline from the embedder's own 10 s timeout; this only says
+    // nothing waited for that one.
+    assert!(started.elapsed() < std::time::Duration::from_secs(9));
     // The server itself is fine.
     let health = reqwest::get(format!("{}/health", served.server.url))
         .await
@@ -614,7 +620,7 @@ async fn healthcheck_dials_the_address_the_server_listens_on() {
     let _server = support::process::command(&env).spawn().unwrap();
     let url = format!("http://127.0.0.2:{port}/health");
     let mut up = false;
-    for _ in 0..400 {
+    for _ in 0..2400 {
         if reqwest::get(&url).await.is_ok_and(|r| r.status() == 200) {
             up = true;
             break;
@@ -857,29 +863,41 @@ async fn held(served: &Served) -> usize {
 #[tokio::test]
 async fn an_expiring_memory_is_gone_at_its_instant_then_deleted_on_every_store() {
     for store in ["sqlite", "postgres", "s3"] {
-        let served = serve(store, &[("EXPIRY_SWEEP_SECONDS", "1")]).await;
-        let server = &served.server;
-        let instant = chrono::Utc::now() + chrono::Duration::seconds(2);
-        let at = instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let freeze = "the release branch is frozen until the audit";
-        let stored = call(
-            server,
-            "acme",
-            "remember",
-            json!({"content": freeze, "expires_at": at}),
-        )
-        .await;
-        let id = support::stored_id(&stored);
-        call(
-            server,
-            "acme",
-            "remember",
-            json!({"content": "builds use cargo nextest"}),
-        )
-        .await;
-        let recalled = call(server, "acme", "recall", json!({"query": freeze})).await;
-        assert!(recalled.contains(&id), "{store}: {recalled}");
-        assert_eq!(held(&served).await, 2, "{store}");
+        // What is seen before the instant proves the memory was there; checks that outlast
+        // the margin on a loaded machine prove nothing, and run again with twice the margin.
+        let mut margin = 2;
+        let (served, id, instant) = loop {
+            let served = serve(store, &[("EXPIRY_SWEEP_SECONDS", "1")]).await;
+            let server = &served.server;
+            let instant = chrono::Utc::now() + chrono::Duration::seconds(margin);
+            let at = instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let stored = call(
+                server,
+                "acme",
+                "remember",
+                json!({"content": freeze, "expires_at": at}),
+            )
+            .await;
+            let id = support::stored_id(&stored);
+            call(
+                server,
+                "acme",
+                "remember",
+                json!({"content": "builds use cargo nextest"}),
+            )
+            .await;
+            let recalled = call(server, "acme", "recall", json!({"query": freeze})).await;
+            let held_before = held(&served).await;
+            if chrono::Utc::now() >= instant {
+                margin *= 2;
+                continue;
+            }
+            assert!(recalled.contains(&id), "{store}: {recalled}");
+            assert_eq!(held_before, 2, "{store}");
+            break (served, id, instant);
+        };
+        let server = &served.server;
 
         let wait = (instant - chrono::Utc::now()).to_std().unwrap_or_default();
         tokio::time::sleep(wait + std::time::Duration::from_millis(50)).await;
@@ -889,18 +907,22 @@ async fn an_expiring_memory_is_gone_at_its_instant_then_deleted_on_every_store()
         assert!(stats.starts_with("[MEMORY] 1 memory "), "{store}: {stats}");
 
         // Then it is deleted: by the sweep, or on S3 perhaps already by the read that met it.
+        // The sweep counts what it deleted once it has deleted it.
         let mut waited = 0;
-        while held(&served).await > 1 {
+        loop {
+            let swept = server.metric("mcp_memory_memories_expired_total").await;
+            if held(&served).await <= 1 && (store == "s3" || swept >= 1.0) {
+                if store != "s3" {
+                    assert_eq!(swept, 1.0, "{store}");
+                }
+                break;
+            }
             assert!(
-                waited < 100,
+                waited < 600,
                 "{store}: the expired memory was never deleted"
             );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             waited += 1;
-        }
-        if store != "s3" {
-            let swept = server.metric("mcp_memory_memories_expired_total").await;
-            assert_eq!(swept, 1.0, "{store}");
         }
         let exited = served.server.terminate().await;
         assert_eq!(exited.code, Some(0), "{store}: {}", exited.stderr);

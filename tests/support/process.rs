@@ -70,16 +70,25 @@ pub async fn start_as_given(env: &mut HashMap<String, String>) -> Running {
         all
     });
     let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..400 {
+    // Up to a minute: a loaded machine may take long to load a model; a server that exits
+    // instead fails at once, with what it said.
+    for _ in 0..2400 {
         if reqwest::get(format!("{url}/health"))
             .await
             .is_ok_and(|r| r.status() == 200)
         {
             return Running { child, url, stdout };
         }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr).await;
+            }
+            panic!("the server exited ({status}) before it was healthy: {stderr}");
+        }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    panic!("the server never became healthy");
+    panic!("the server never became healthy within a minute");
 }
 
 impl Running {
