@@ -190,8 +190,8 @@ async fn an_answer_is_bounded_and_a_list_goes_on_at_its_cursor() {
     assert!(pages >= 4, "pages of about three: {pages}");
 }
 
-/// The status a `ping` to `/mcp` gets on a connection of its own.
-async fn ping(server: &Running) -> u16 {
+/// A `ping` to `/mcp` on a connection of its own.
+async fn ping(server: &Running) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{}/mcp", server.url))
         .header("x-memory-tenant", "acme")
@@ -199,8 +199,6 @@ async fn ping(server: &Running) -> u16 {
         .send()
         .await
         .unwrap()
-        .status()
-        .as_u16()
 }
 
 /// A connection that asked for `/health` and is kept open for another request, or None when
@@ -253,14 +251,7 @@ async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
         }
     }
     assert_eq!(idle.len(), 3, "three places were never held");
-    assert_eq!(ping(server).await, 503);
-    let refused = reqwest::Client::new()
-        .post(format!("{}/mcp", server.url))
-        .header("x-memory-tenant", "acme")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
+    let refused = ping(server).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "1");
     let body: Value = refused.json().await.unwrap();
@@ -280,7 +271,10 @@ async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
     assert!(server.metric("mcp_memory_connections_refused_total").await >= 3.0);
     // One goes away: its place is served again.
     drop(idle.pop());
-    until("a place freed", || async move { ping(server).await == 200 }).await;
+    until("a place freed", || async move {
+        ping(server).await.status() == 200
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -288,41 +282,29 @@ async fn a_burst_of_calls_opens_at_most_the_configured_requests_to_the_embedder(
     let served = serve(&[("EMBEDDING_MAX_REQUESTS", "3")]).await;
     let (server, stub) = (&served.server, &served.stub);
     stub.hold();
-    let calls: Vec<_> = (0..10)
-        .map(|n| {
-            let url = server.url.clone();
-            tokio::spawn(async move {
-                let reply: Value = reqwest::Client::new()
-                    .post(format!("{url}/mcp"))
-                    .header("x-memory-tenant", "acme")
-                    .json(&json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "remember",
-                                   "arguments": {"content": format!("burst fact {n} of ten, its own words {n}{n}")}}}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                reply["result"]["content"][0]["text"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned()
-            })
+    let calls = (0..10).map(|n| {
+        let fact = format!("burst fact {n} of ten, its own words {n}{n}");
+        async move {
+            server
+                .call(&ACME, "remember", json!({"content": fact}))
+                .await
+        }
+    });
+    // Every call is in the server, and the embedder holds as many requests as it may get;
+    // then it answers them all.
+    let watch = async {
+        until("ten calls in flight", || async move {
+            server.metric("mcp_memory_requests_in_flight").await == 10.0
         })
-        .collect();
-    // Every call is in the server, and the embedder holds as many requests as it may get.
-    until("ten calls in flight", || async move {
-        server.metric("mcp_memory_requests_in_flight").await == 10.0
-    })
-    .await;
-    until("three requests at the embedder", || async move {
-        stub.requests_now() == 3
-    })
-    .await;
-    stub.release();
-    for call in calls {
-        let text = call.await.unwrap();
+        .await;
+        until("three requests at the embedder", || async move {
+            stub.requests_now() == 3
+        })
+        .await;
+        stub.release();
+    };
+    let (answers, ()) = tokio::join!(futures_util::future::join_all(calls), watch);
+    for text in answers {
         assert!(text.starts_with("[MEMORY] Stored as "), "{text}");
     }
     assert_eq!(stub.requests_at_most(), 3);

@@ -168,24 +168,14 @@ async fn memories_move_between_every_backend_and_answer_alike() {
 async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
     let stub = EmbeddingStub::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut source = base_env(&stub, &dir.path().join("source.db"));
-    let server = start(&mut source).await;
     let acme = [("x-tenant-id", "acme")];
-    for content in [
+    let contents = [
         "the deploy pipeline releases on mondays",
         "builds use cargo nextest",
-    ] {
-        server
-            .call(&acme, "remember", json!({"content": content}))
-            .await;
-    }
-    assert_eq!(server.terminate().await.code, Some(0));
-    let good = dir.path().join("good.jsonl");
-    let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "{said}");
+    ];
     // The lines are checked as an earlier release wrote them, without an end line, so
     // only the lines are wrong; the end line has a test of its own.
-    let text = earlier_release(&std::fs::read_to_string(&good).unwrap());
+    let text = earlier_release(&exported(&stub, dir.path(), &contents).await);
     let lines: Vec<&str> = text.lines().collect();
     let memory: Value = serde_json::from_str(lines[1]).unwrap();
     let with = |field: &str, value: Value| {
@@ -288,6 +278,26 @@ async fn a_bad_file_is_refused_by_line_and_field_and_nothing_is_written() {
     assert_eq!(server.terminate().await.code, Some(0));
 }
 
+/// The export of a SQLite store in `dir` that holds `contents`, remembered by acme.
+async fn exported(stub: &EmbeddingStub, dir: &std::path::Path, contents: &[&str]) -> String {
+    let mut source = base_env(stub, &dir.join("source.db"));
+    let server = start(&mut source).await;
+    for content in contents {
+        let stored = (server.call(
+            &[("x-tenant-id", "acme")],
+            "remember",
+            json!({"content": content}),
+        ))
+        .await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    assert_eq!(server.terminate().await.code, Some(0));
+    let good = dir.join("good.jsonl");
+    let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{said}");
+    std::fs::read_to_string(&good).unwrap()
+}
+
 /// An export as an earlier release wrote it: format 1, without the end line.
 fn earlier_release(export: &str) -> String {
     let mut lines: Vec<&str> = export.lines().collect();
@@ -302,23 +312,13 @@ async fn an_export_cut_short_or_changed_is_refused_by_its_end_line() {
     use sha2::Digest;
     let stub = EmbeddingStub::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut source = base_env(&stub, &dir.path().join("source.db"));
-    let server = start(&mut source).await;
     let acme = [("x-tenant-id", "acme")];
-    for content in [
+    let contents = [
         "the deploy pipeline releases on mondays",
         "builds use cargo nextest",
         "the staging database is restored every night",
-    ] {
-        server
-            .call(&acme, "remember", json!({"content": content}))
-            .await;
-    }
-    assert_eq!(server.terminate().await.code, Some(0));
-    let good = dir.path().join("good.jsonl");
-    let (code, said) = run(&source, &["export", "--out", good.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "{said}");
-    let text = std::fs::read_to_string(&good).unwrap();
+    ];
+    let text = exported(&stub, dir.path(), &contents).await;
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "a header, three memories and the end");
     // The end counts the memories and hashes every byte before it, as sha256sum would.

@@ -18,7 +18,9 @@
 //! Then export and import of 100k memories (`portable.rs`), and resident memory against
 //! tenants and memory sizes, with and without a small `INDEX_BUDGET_MB` (`resident.rs`).
 //!
-//! `LOAD_ONLY=1x1000000w384` (only when named) seeds a million memories in one tenant.
+//! `LOAD_ONLY=1x1000000w384` (only when named) seeds a million memories in one tenant;
+//! `LOAD_ONLY=stalled` (only when named, it waits a minute) measures resident memory with
+//! 100 clients that never read their answers (`stalled.rs`).
 //! `LOAD_QUICK=1` runs one second per run at concurrency 8 only (a smoke test of the bench);
 //! `LOAD_ONLY=1x10000w384,model,resident` runs only the parts named (tenants x memories w width), and
 //! `LOAD_CONCURRENCY=1,8` only those client counts; `LOAD_SECONDS=20` measures each run for
@@ -36,6 +38,7 @@ mod resident;
 mod scan;
 mod seed;
 mod server;
+mod stalled;
 mod stub;
 
 use std::collections::HashMap;
@@ -208,6 +211,9 @@ async fn main() {
     }
     if wanted("resident") {
         bench.resident(&backends).await;
+    }
+    if named("stalled") {
+        bench.stalled().await;
     }
     if !wanted("model") {
     } else if let Some(model) = local_model() {

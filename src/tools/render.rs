@@ -102,13 +102,35 @@ pub fn fitting<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> usize {
     let mut used = 0;
     let mut fit = 0;
     for m in memories {
-        used += 2 * serde_json::to_string(&data(m)).map_or(0, |json| json.len());
+        used += 2 * weight(m);
         if fit > 0 && used > super::MAX_ANSWER_BYTES {
             break;
         }
         fit += 1;
     }
     fit
+}
+
+/// What `m` takes of an answer as JSON, at least: its texts escaped, and a generous share for
+/// the fields of fixed size (id, type, scope, times, the names of the keys). Counted, not
+/// serialised: recall weighs every result it answers with.
+fn weight(m: &Memory) -> usize {
+    const FIXED: usize = 256;
+    let labels = (m.category.iter().chain(&m.tags).chain(&m.replaces))
+        .map(|label| escaped_len(label) + 4)
+        .sum::<usize>();
+    FIXED + escaped_len(&m.content) + labels
+}
+
+/// The length of `text` inside a JSON string, as serde_json writes it.
+fn escaped_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// Entries separated by single newlines.
@@ -154,6 +176,20 @@ mod tests {
         let huge = of("\u{1}".repeat(200_000));
         assert_eq!(fitting([&huge, &plain]), 1);
         assert_eq!(fitting(Vec::<&Memory>::new()), 0);
+        // The count is serde_json's own, and a memory weighs at least its JSON.
+        for text in [
+            "plain",
+            "a \"quote\" and \\ back",
+            "tab\tline\nbreak\u{1}\u{1f}\u{7f}",
+            "한국어 é",
+        ] {
+            assert_eq!(
+                escaped_len(text) + 2,
+                serde_json::to_string(text).unwrap().len()
+            );
+        }
+        let m = of("a \"fact\"\n\u{2}".into());
+        assert!(weight(&m) >= serde_json::to_string(&data(&m)).unwrap().len());
     }
 
     #[test]
