@@ -20,7 +20,7 @@ use clap::{CommandFactory, Parser};
 use crate::embed::Calibration;
 use crate::library::{self, KnowledgeBase};
 use crate::ranking::Thresholds;
-use crate::variables::{flag, positive, text};
+use crate::variables::{flag, positive, positive_at_most, text};
 use crate::{embed, store};
 
 /// Every variable the server reads.
@@ -81,7 +81,7 @@ pub struct Variables {
     #[arg(
         long,
         env = "MCP_MAX_CONNECTIONS",
-        value_parser = max_connections,
+        value_parser = positive_at_most("MCP_MAX_CONNECTIONS", MAX_CONNECTIONS),
         default_value = "256"
     )]
     pub mcp_max_connections: usize,
@@ -240,17 +240,8 @@ impl Variables {
     }
 }
 
-/// At least one, and no more than a process could hold open (a file descriptor each).
-fn max_connections(raw: &str) -> Result<usize, String> {
-    match positive("MCP_MAX_CONNECTIONS")(raw)? {
-        n if n <= MAX_CONNECTIONS => Ok(n),
-        n => Err(format!(
-            "MCP_MAX_CONNECTIONS must be at most {MAX_CONNECTIONS}, got \"{n}\""
-        )),
-    }
-}
-
-/// The most `MCP_MAX_CONNECTIONS` may be.
+/// The most `MCP_MAX_CONNECTIONS` may be: more than a process could hold open (a file
+/// descriptor each).
 const MAX_CONNECTIONS: usize = 1_000_000;
 
 fn milliseconds(ms: usize) -> Duration {

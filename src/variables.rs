@@ -13,6 +13,17 @@ pub fn positive(name: &'static str) -> impl Fn(&str) -> Result<usize, String> + 
     }
 }
 
+/// A positive integer of at most `most`, for `name`: what a semaphore or a table can hold.
+pub fn positive_at_most(
+    name: &'static str,
+    most: usize,
+) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |raw| match positive(name)(raw)? {
+        n if n <= most => Ok(n),
+        n => Err(format!("{name} must be at most {most}, got \"{n}\"")),
+    }
+}
+
 /// `true` or `false`, for `name`.
 pub fn flag(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone {
     move |raw| match raw.trim() {

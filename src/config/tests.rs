@@ -310,6 +310,13 @@ fn embedding_refusals_name_the_variables() {
         turns,
         "EMBEDDING_MAX_REQUESTS must be a positive integer, got \"0\""
     );
+    let turns = with(&[("EMBEDDING_MAX_REQUESTS", "3000000000000000000")])
+        .err()
+        .unwrap();
+    assert_eq!(
+        turns,
+        "EMBEDDING_MAX_REQUESTS must be at most 1000, got \"3000000000000000000\""
+    );
     for (given, refusal) in [
         (
             "0",

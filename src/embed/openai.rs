@@ -52,6 +52,7 @@ impl OpenAiEmbedder {
 
     /// One request, in its turn.
     async fn request(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        // The turns are never closed, so acquiring one never fails; it only waits.
         let _turn = self
             .turns
             .acquire()

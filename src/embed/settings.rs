@@ -4,7 +4,7 @@
 
 use crate::dedup::Rule;
 use crate::ranking::Abstention;
-use crate::variables::{positive, text};
+use crate::variables::{positive, positive_at_most, text};
 
 /// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
 /// data directory (`crate::variables::data_dir`).
@@ -150,7 +150,7 @@ pub struct Variables {
     #[arg(
         long,
         env = "EMBEDDING_MAX_REQUESTS",
-        value_parser = positive("EMBEDDING_MAX_REQUESTS"),
+        value_parser = positive_at_most("EMBEDDING_MAX_REQUESTS", 1_000),
         default_value = "8"
     )]
     pub embedding_max_requests: usize,

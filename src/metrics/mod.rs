@@ -250,7 +250,7 @@ impl Metrics {
         let _ = writeln!(
             out,
             "# HELP mcp_memory_connections_refused_total HTTP connections that came past \
-             MCP_MAX_CONNECTIONS (answered 503, or closed).\n\
+             MCP_MAX_CONNECTIONS (answered 503, or only a probe or scrape, or closed).\n\
              # TYPE mcp_memory_connections_refused_total counter\n\
              mcp_memory_connections_refused_total {}",
             self.refused.load(Ordering::Relaxed)

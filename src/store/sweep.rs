@@ -1,7 +1,8 @@
 //! The expiry sweep. A memory is invisible from the instant it expires (`Visibility`), so
 //! nothing waits for this; it only deletes what expired, a bounded batch per pass, so no
 //! statement holds a table or a tenant for long, no round runs without end, and a round
-//! covers the whole store (on S3, up to ten million index keys a round).
+//! reads to the end of the store (on S3, from where the last round stopped: up to ten million
+//! index keys a round, so every key at least every second round).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -102,7 +102,7 @@ pub fn fitting<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> usize {
     let mut used = 0;
     let mut fit = 0;
     for m in memories {
-        used += 2 * weight(m);
+        used += weight(m);
         if fit > 0 && used > super::MAX_ANSWER_BYTES {
             break;
         }
@@ -111,15 +111,17 @@ pub fn fitting<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> usize {
     fit
 }
 
-/// What `m` takes of an answer as JSON, at least: its texts escaped, and a generous share for
-/// the fields of fixed size (id, type, scope, times, the names of the keys). Counted, not
-/// serialised: recall weighs every result it answers with.
+/// What `m` takes of an answer as JSON, at least, both copies: its texts escaped, a generous
+/// share for the fields of fixed size (id, type, scope, times, the names of the keys), and in
+/// the text each line break of the content written as a new, indented line (`indented`, five
+/// bytes escaped). Counted, not serialised: recall weighs every result it answers with.
 fn weight(m: &Memory) -> usize {
     const FIXED: usize = 256;
     let labels = (m.category.iter().chain(&m.tags).chain(&m.replaces))
         .map(|label| escaped_len(label) + 4)
         .sum::<usize>();
-    FIXED + escaped_len(&m.content) + labels
+    let breaks = m.content.chars().filter(|c| is_line_break(*c)).count();
+    2 * (FIXED + escaped_len(&m.content) + labels) + 5 * breaks
 }
 
 /// The length of `text` inside a JSON string, as serde_json writes it.
@@ -172,6 +174,15 @@ mod tests {
         // 2 × ~30 KB each against 1 MiB; 2 × ~180 KB each.
         assert_eq!(fitting(vec![&plain; 50]), 17);
         assert_eq!(fitting(vec![&escaped; 50]), 2);
+        // A line break is two bytes in the structured copy and a new indented line in the
+        // text: about 290 KB a memory counted, and the answer as sent stays within the bound.
+        let lines = of(format!("k{}", "\n".repeat(31_999)));
+        assert_eq!(fitting(vec![&lines; 50]), 3);
+        let mut text = String::new();
+        list(&mut text, [(&lines, None); 3]);
+        let structured: Vec<_> = [&lines; 3].iter().map(|m| data(m)).collect();
+        let sent = serde_json::to_string(&(text, structured)).unwrap().len();
+        assert!(sent <= crate::tools::MAX_ANSWER_BYTES, "{sent} bytes");
         // Bigger than the bound alone, the first is still carried, and nothing after it.
         let huge = of("\u{1}".repeat(200_000));
         assert_eq!(fitting([&huge, &plain]), 1);
@@ -189,7 +200,10 @@ mod tests {
             );
         }
         let m = of("a \"fact\"\n\u{2}".into());
-        assert!(weight(&m) >= serde_json::to_string(&data(&m)).unwrap().len());
+        let mut text = String::new();
+        memory(&mut text, 1, &m, Some(1.0));
+        let both = serde_json::to_string(&(text, data(&m))).unwrap().len();
+        assert!(weight(&m) >= both, "{} < {both}", weight(&m));
     }
 
     #[test]
