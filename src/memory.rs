@@ -532,6 +532,11 @@ pub(crate) fn rand_u128() -> u128 {
     (u128::from(high.finish()) << 64) | u128::from(low.finish())
 }
 
+/// `bytes` as lower-case hex, as `sha256sum` prints a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// ISO-8601 UTC with exactly three fractional digits, as JavaScript's `toISOString` prints.
 pub fn iso(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

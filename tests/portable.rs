@@ -532,19 +532,10 @@ async fn a_count_of_uses_saturates_and_an_import_past_it_is_refused_on_every_sto
     const MOST: u64 = 1 << 53;
     let stub = EmbeddingStub::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut source = env(&stub, &dir.path().join("source.db"));
-    let server = start(&mut source).await;
     let acme = [("x-tenant-id", "acme")];
     let content = "the deploy pipeline releases on mondays";
-    server
-        .call(&acme, "remember", json!({"content": content}))
-        .await;
-    assert_eq!(server.terminate().await.code, Some(0));
-    let exported = dir.path().join("exported.jsonl");
-    let (code, said) = run(&source, &["export", "--out", exported.to_str().unwrap()]).await;
-    assert_eq!(code, 0, "{said}");
     // Edited by hand, so written as an earlier release's format, which has no end line.
-    let text = earlier_release(&std::fs::read_to_string(&exported).unwrap());
+    let text = earlier_release(&exported(&stub, dir.path(), &[content]).await);
     let lines: Vec<&str> = text.lines().collect();
     let with_uses = |uses: u64| {
         let mut memory: Value = serde_json::from_str(lines[1]).unwrap();

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use sha2::{Digest, Sha256};
 
 use super::progress::Progress;
-use super::{BATCH, End, FORMAT, Header, Line, hex};
+use super::{BATCH, End, FORMAT, Header, Line};
 use crate::config::Variables;
-use crate::memory::{Tenant, iso, now_ms};
+use crate::memory::{Tenant, hex, iso, now_ms};
 
 pub async fn run(variables: Variables, tenants: Vec<String>, out: Option<PathBuf>) -> ExitCode {
     let only: Vec<Tenant> = match (tenants.into_iter())

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::progress::Progress;
-use super::{BATCH, End, FORMAT, FORMAT_WITHOUT_END, Header, Line, hex, model_of};
+use super::{BATCH, End, FORMAT, FORMAT_WITHOUT_END, Header, Line, model_of};
 use crate::config::Variables;
 use crate::embed::Embedder;
+use crate::memory::hex;
 use crate::store::Portable;
 
 /// Bad lines reported before the check stops listing them (it still counts them all).

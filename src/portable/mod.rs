@@ -76,11 +76,6 @@ impl End {
     }
 }
 
-/// A SHA-256 as lower-case hex, as `sha256sum` prints it.
-pub fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// One memory, as a line of an export.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Line {

@@ -26,7 +26,7 @@ fn binding(ctx: &RequestContext, memory_type: Option<MemoryType>) -> String {
         memory_type.map_or("", MemoryType::as_str)
     );
     let digest = Sha256::digest(view.as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::memory::hex(&digest[..8])
 }
 
 /// The token that continues after `last` in this listing.

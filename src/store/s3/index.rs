@@ -46,7 +46,7 @@ pub fn inverted_time(ms: u64) -> Option<String> {
 /// SHA-256, so the id itself never appears in a key.
 pub fn digest(conversation: &Conversation) -> String {
     let hash = Sha256::digest(conversation.as_str().as_bytes());
-    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::memory::hex(&hash[..8])
 }
 
 /// Where every tenant's keys are, for the expiry sweep.
