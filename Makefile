@@ -44,7 +44,9 @@ test: unit interop
 # Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
 # for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
 # and the tools end to end run again on PostgreSQL and on S3.
+# The authorization server of the auth tests (oidc-provider, on the interop tests' Node 22).
 unit: models
+	bash tests/auth/provider.sh --install
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) MCP_MEMORY_TEST_E5_MODEL=$(abspath $(E5_DIR)) \
 	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) bash scripts/with-postgres.sh \
 	  bash scripts/with-aws.sh sh -c '\

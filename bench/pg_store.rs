@@ -99,7 +99,9 @@ async fn open(url: &str, dim: usize) -> std::sync::Arc<dyn MemoryStore> {
 fn tenant() -> Tenant {
     let mut h = axum::http::HeaderMap::new();
     h.insert("x-tenant-id", "bench".parse().unwrap());
-    mcp_memory::context::resolve(&h).unwrap().tenant
+    mcp_memory::context::resolve(&h, &mcp_memory::auth::Credential::anyone())
+        .unwrap()
+        .tenant
 }
 
 /// One recall as a tool makes it: the nearest 30, then the access update for the first 5.
@@ -138,6 +140,7 @@ async fn remember(store: &dyn MemoryStore, seed: u64, dim: usize) -> f64 {
         conversation: None,
         replaces: None,
         expires_at: None,
+        author: None,
     };
     let v = vector(seed, dim);
     let t = Instant::now();

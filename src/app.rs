@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::auth::Gate;
 use crate::config::{Config, Timeouts};
 use crate::embed::{self, Embedder, TimedEmbedder};
 use crate::library;
@@ -41,7 +42,8 @@ pub enum BootError {
 pub struct App {
     pub tools: ToolService,
     pub metrics: Arc<Metrics>,
-    pub api_key: Option<String>,
+    /// Who may call over HTTP, and for which tenants.
+    pub gate: Arc<Gate>,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
@@ -101,7 +103,7 @@ impl App {
                 Arc::clone(&metrics),
             ),
             metrics,
-            api_key: config.api_key,
+            gate: Arc::new(config.gate),
             allowed_origins: config.allowed_origins,
             body_limit: config.body_limit,
             timeouts: config.timeouts,

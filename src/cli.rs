@@ -85,6 +85,108 @@ pub enum Command {
         #[arg(long, value_name = "INDEX")]
         to_index: Option<String>,
     },
+    /// Manage the keys file (MCP_KEYS_FILE): keys bound to tenants. A running server reads
+    /// the file again on SIGHUP.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+/// What `keys` does to the file.
+#[derive(clap::Subcommand, Debug)]
+pub enum KeysAction {
+    /// Mint a key and print it, once, on stdout; the file keeps only its SHA-256.
+    Add {
+        /// who holds it, as memories and logs name it (`key:NAME`) [default: key-<8 hex>]
+        #[arg(long)]
+        name: Option<String>,
+        /// a tenant it may use; repeat for more
+        #[arg(
+            long = "tenant",
+            value_name = "TENANT",
+            required_unless_present = "any_tenant"
+        )]
+        tenants: Vec<String>,
+        /// it may use any tenant (a platform's gateway)
+        #[arg(long, conflicts_with = "tenants")]
+        any_tenant: bool,
+        /// it may recall, list and count, but not remember or forget
+        #[arg(long)]
+        read_only: bool,
+        /// the keys file [default: MCP_KEYS_FILE]
+        #[arg(long, value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+    },
+    /// List the keys: name, access, tenants, when made (never a key or its hash).
+    List {
+        /// the keys file [default: MCP_KEYS_FILE]
+        #[arg(long, value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+    },
+    /// Remove the key named NAME: refused by a server once it re-reads the file (SIGHUP).
+    Remove {
+        name: String,
+        /// the keys file [default: MCP_KEYS_FILE]
+        #[arg(long, value_name = "FILE")]
+        file: Option<std::path::PathBuf>,
+    },
+}
+
+/// `mcp-memory keys …`: the file from `--file`, else MCP_KEYS_FILE.
+pub fn keys(action: KeysAction, configured: Option<String>) -> ExitCode {
+    use crate::auth::keys;
+    let file = |given: Option<std::path::PathBuf>| {
+        given
+            .or(configured.map(Into::into))
+            .ok_or_else(|| "no keys file: give --file, or set MCP_KEYS_FILE".to_owned())
+    };
+    let outcome = match action {
+        KeysAction::Add {
+            name,
+            tenants,
+            any_tenant,
+            read_only,
+            file: given,
+        } => file(given).and_then(|path| {
+            let new = keys::NewKey {
+                name,
+                tenants,
+                any_tenant,
+                read_only,
+            };
+            let (entry, key) = keys::add(&path, new)?;
+            eprintln!(
+                "added to {}: {}\nthe key, shown this once (a server running on the file takes it \
+                 after SIGHUP):",
+                path.display(),
+                entry.summary()
+            );
+            println!("{key}");
+            Ok(())
+        }),
+        KeysAction::List { file: given } => file(given).and_then(|path| {
+            for entry in keys::list(&path)? {
+                println!("{}", entry.summary());
+            }
+            Ok(())
+        }),
+        KeysAction::Remove { name, file: given } => file(given).and_then(|path| {
+            keys::remove(&path, &name)?;
+            eprintln!(
+                "removed \"{name}\" from {}; send SIGHUP to a server running on it",
+                path.display()
+            );
+            Ok(())
+        }),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keys: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The command line and the environment, or the exit code of a refusal (printed here) or

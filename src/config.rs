@@ -21,7 +21,7 @@ use crate::embed::Calibration;
 use crate::library::{self, KnowledgeBase};
 use crate::ranking::Thresholds;
 use crate::variables::{flag, positive, positive_at_most, text};
-use crate::{embed, store};
+use crate::{auth, embed, store};
 
 /// Every variable the server reads.
 #[derive(clap::Args, Debug, Clone)]
@@ -34,10 +34,6 @@ pub struct Variables {
     /// network (the images set 0.0.0.0)
     #[arg(long, env = "HOST", value_parser = host, default_value = "127.0.0.1")]
     pub host: IpAddr,
-    /// bearer token every request to /mcp and /metrics must present [default: unset (no
-    /// auth)]
-    #[arg(long, env = "MCP_API_KEY", value_parser = text, hide_env_values = true)]
-    pub mcp_api_key: Option<String>,
     /// comma-separated browser origins allowed to call [default: empty]
     #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_parser = text)]
     pub mcp_allowed_origins: Option<String>,
@@ -123,6 +119,8 @@ pub struct Variables {
         default_value = "false"
     )]
     pub metrics_tenant_label: bool,
+    #[command(flatten, next_help_heading = "Authentication")]
+    pub auth: auth::Variables,
     #[command(flatten, next_help_heading = "Store")]
     pub store: store::Variables,
     #[command(flatten, next_help_heading = "Embedder")]
@@ -135,7 +133,8 @@ pub struct Variables {
 pub struct Config {
     pub host: IpAddr,
     pub port: u16,
-    pub api_key: Option<String>,
+    /// Who may call over HTTP (`auth`).
+    pub gate: auth::Gate,
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
@@ -209,6 +208,7 @@ impl Variables {
             self.recall_min_similarity,
             self.recall_high_similarity,
         )?;
+        let gate = auth::Gate::open(self.auth)?;
         let allowed_origins = (self.mcp_allowed_origins.iter())
             .flat_map(|raw| raw.split(','))
             .map(|o| o.trim().to_owned())
@@ -217,7 +217,7 @@ impl Variables {
         Ok(Config {
             host: self.host,
             port: self.port,
-            api_key: self.mcp_api_key,
+            gate,
             allowed_origins,
             body_limit: self.mcp_body_limit_bytes,
             timeouts: Timeouts {

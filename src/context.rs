@@ -6,6 +6,7 @@
 
 use axum::http::HeaderMap;
 
+use crate::auth::{Credential, Tenants};
 use crate::memory::{Conversation, Tenant, Visibility, trim};
 
 const EXPLICIT_TENANT: &str = "x-memory-tenant";
@@ -21,6 +22,32 @@ pub type Identity = Result<RequestContext, String>;
 pub struct RequestContext {
     pub tenant: Tenant,
     pub conversation: Option<Conversation>,
+    /// Who the credential says is asking (`key:NAME`, `oauth:SUB`), recorded on what it
+    /// writes; None without one (the shared key, an open server, stdio).
+    pub author: Option<String>,
+    pub access: Access,
+}
+
+/// What a credential lets a caller do with the memories of its tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Access {
+    pub const FULL: Access = Access {
+        read: true,
+        write: true,
+    };
+
+    /// Whether a tool that `writes` (or only reads) may run.
+    pub fn allows(self, writes: bool) -> bool {
+        match writes {
+            true => self.write,
+            false => self.read,
+        }
+    }
 }
 
 impl RequestContext {
@@ -31,13 +58,42 @@ impl RequestContext {
 }
 
 /// Resolves the caller's identity, or the refusal message to show the model. The
-/// conversation is checked first, so when both headers are bad its message wins.
-pub fn resolve(headers: &HeaderMap) -> Identity {
+/// conversation is checked first, so when both headers are bad its message wins. The tenant
+/// must be one `credential` may use; a credential of exactly one tenant needs no header.
+pub fn resolve(headers: &HeaderMap, credential: &Credential) -> Identity {
     let conversation = conversation(headers)?;
-    let tenant = tenant(headers)?;
+    let tenant = match (tenant(headers), &credential.tenants) {
+        (Err(missing), Tenants::Only(only)) if only.len() == 1 && !sent_tenant(headers) => {
+            Tenant::parse("the credential's tenant", only[0].clone()).map_err(|_| missing)?
+        }
+        (tenant, _) => tenant?,
+    };
+    if let Tenants::Only(only) = &credential.tenants
+        && !only.iter().any(|t| t == tenant.as_str())
+    {
+        let who = credential.name.as_deref().unwrap_or("this credential");
+        return Err(match only.is_empty() {
+            true => format!("{who} may use no tenant: its credential names none"),
+            false => format!(
+                "{who} may not use tenant \"{}\"; it may use: {}",
+                tenant.as_str(),
+                only.join(", ")
+            ),
+        });
+    }
     Ok(RequestContext {
         tenant,
         conversation,
+        author: credential.name.clone(),
+        access: credential.access,
+    })
+}
+
+/// Whether either tenant header was sent non-blank.
+fn sent_tenant(headers: &HeaderMap) -> bool {
+    [EXPLICIT_TENANT, STAMPED_TENANT].iter().any(|name| {
+        (headers.get_all(*name).iter())
+            .any(|v| !trim(&String::from_utf8_lossy(v.as_bytes())).is_empty())
     })
 }
 
@@ -57,6 +113,8 @@ pub fn configured(
     Ok(RequestContext {
         tenant: Tenant::parse("MEMORY_TENANT", tenant)?,
         conversation,
+        author: None,
+        access: Access::FULL,
     })
 }
 
@@ -113,7 +171,50 @@ mod tests {
     }
 
     fn tenant_of(pairs: &[(&str, &str)]) -> Result<String, String> {
-        resolve(&headers(pairs)).map(|c| c.tenant.as_str().to_owned())
+        resolve(&headers(pairs), &Credential::anyone()).map(|c| c.tenant.as_str().to_owned())
+    }
+
+    fn bound(tenants: &[&str]) -> Credential {
+        Credential {
+            name: Some("key:ci".into()),
+            tenants: Tenants::Only(tenants.iter().map(|t| t.to_string()).collect()),
+            access: Access {
+                read: true,
+                write: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_bound_credential_uses_only_its_tenants() {
+        let of = |pairs: &[(&str, &str)], credential: &Credential| {
+            resolve(&headers(pairs), credential).map(|c| (c.tenant.as_str().to_owned(), c.author))
+        };
+        let two = bound(&["a", "b"]);
+        assert_eq!(
+            of(&[("x-memory-tenant", "b")], &two),
+            Ok(("b".into(), Some("key:ci".into())))
+        );
+        let refused = of(&[("x-tenant-id", "c")], &two).unwrap_err();
+        assert_eq!(refused, "key:ci may not use tenant \"c\"; it may use: a, b");
+        assert!(
+            of(&[], &two)
+                .unwrap_err()
+                .contains("x-memory-tenant header is required")
+        );
+        // One tenant: the header may be left out, but a header naming another is refused.
+        assert_eq!(of(&[], &bound(&["a"])).unwrap().0, "a");
+        assert!(of(&[("x-memory-tenant", "b")], &bound(&["a"])).is_err());
+        assert!(
+            of(&[("x-memory-tenant", "a b")], &bound(&["a"]))
+                .unwrap_err()
+                .starts_with("x-memory-tenant must")
+        );
+        assert!(
+            of(&[("x-memory-tenant", "a")], &bound(&[]))
+                .unwrap_err()
+                .contains("may use no tenant")
+        );
     }
 
     #[test]
@@ -191,20 +292,23 @@ mod tests {
         assert!(err.contains("x-memory-tenant was sent more than once"));
         let err = tenant_of(&[("x-tenant-id", "a"), ("x-tenant-id", "b")]).unwrap_err();
         assert!(err.contains("x-tenant-id was sent more than once"));
-        let err = resolve(&headers(&[
-            ("x-tenant-id", "a"),
-            ("x-conversation-id", "c1"),
-            ("x-conversation-id", "c2"),
-        ]))
+        let err = resolve(
+            &headers(&[
+                ("x-tenant-id", "a"),
+                ("x-conversation-id", "c1"),
+                ("x-conversation-id", "c2"),
+            ]),
+            &Credential::anyone(),
+        )
         .unwrap_err();
         assert!(err.contains("x-conversation-id was sent more than once"));
     }
 
     fn conversation_of(raw: &str) -> Result<Option<String>, String> {
-        resolve(&headers(&[
-            ("x-tenant-id", "t"),
-            ("x-conversation-id", raw),
-        ]))
+        resolve(
+            &headers(&[("x-tenant-id", "t"), ("x-conversation-id", raw)]),
+            &Credential::anyone(),
+        )
         .map(|c| c.conversation.map(|c| c.as_str().to_owned()))
     }
 
@@ -240,13 +344,17 @@ mod tests {
 
     #[test]
     fn conversation_refusal_wins_over_tenant_refusal() {
-        let err = resolve(&headers(&[("x-conversation-id", "has space")])).unwrap_err();
+        let err = resolve(
+            &headers(&[("x-conversation-id", "has space")]),
+            &Credential::anyone(),
+        )
+        .unwrap_err();
         assert!(err.starts_with("x-conversation-id"));
     }
 
     #[test]
     fn no_conversation_header_means_no_conversation() {
-        let ctx = resolve(&headers(&[("x-tenant-id", "t")])).unwrap();
+        let ctx = resolve(&headers(&[("x-tenant-id", "t")]), &Credential::anyone()).unwrap();
         assert_eq!(ctx.conversation, None);
     }
 
@@ -264,7 +372,7 @@ mod tests {
             };
             map.insert(EXPLICIT_TENANT, t);
             map.insert(CONVERSATION, c);
-            match resolve(&map) {
+            match resolve(&map, &Credential::anyone()) {
                 Ok(ctx) => {
                     let given = String::from_utf8_lossy(&tenant);
                     proptest::prop_assert_eq!(ctx.tenant.as_str(), trim(&given));

@@ -3,6 +3,7 @@
 //! what it owns.
 
 pub mod app;
+pub mod auth;
 #[cfg(any(feature = "s3", feature = "bedrock", feature = "kb"))]
 pub mod aws;
 pub mod cli;

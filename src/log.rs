@@ -14,6 +14,8 @@ pub struct Fields<'a> {
     pub ms: Option<u128>,
     pub ok: Option<bool>,
     pub in_conversation: Option<bool>,
+    /// The credential's name (`key:NAME`, `oauth:SUB`), never its value.
+    pub credential: Option<&'a str>,
 }
 
 /// Sends this process's events as JSON lines, once, at start: for the HTTP server, errors
@@ -52,6 +54,7 @@ macro_rules! line {
             ms = $fields.ms.map(|ms| ms as u64),
             ok = $fields.ok,
             inConversation = $fields.in_conversation,
+            credential = $fields.credential,
             $("{}", $message)?
         )
     };

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use mcp_memory::app::App;
 use mcp_memory::config::Variables;
-use mcp_memory::{SERVER_NAME, SERVER_VERSION, cli, context, http, log, portable, shutdown, stdio};
+use mcp_memory::{
+    SERVER_NAME, SERVER_VERSION, auth, cli, context, http, log, portable, shutdown, stdio,
+};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -29,6 +31,7 @@ async fn main() -> ExitCode {
         Some(cli::Command::Reembed { to_index }) => {
             portable::reembed::run(cli.variables, to_index).await
         }
+        Some(cli::Command::Keys { action }) => cli::keys(action, cli.variables.auth.mcp_keys_file),
         None if cli.healthcheck => cli::healthcheck(cli.variables.host, cli.variables.port),
         None if cli.check_config => cli::check_config(cli.variables).await,
         None => serve(cli.variables).await,
@@ -47,6 +50,7 @@ async fn serve(variables: Variables) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    tokio::spawn(auth::upkeep(Arc::clone(&app.gate)));
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(address.1);
     let reach = match address.0.is_loopback() {
         true => "; loopback only: HOST=0.0.0.0 accepts other machines",
@@ -57,13 +61,14 @@ async fn serve(variables: Variables) -> ExitCode {
         std::net::SocketAddr::new(address.0, port)
     );
     println!("{}", app.describe());
-    if app.api_key.is_some() {
-        println!("auth: MCP_API_KEY is set; every request must present it as a bearer token");
-    } else {
+    if app.gate.is_open() {
         eprintln!(
-            "auth: MCP_API_KEY is NOT set, so this server answers ANY caller; that is only safe \
-             while nothing routes to it from outside this machine or cluster"
+            "auth: none (no MCP_API_KEY, MCP_KEYS_FILE or OAUTH_ISSUER), so this server answers \
+             ANY caller for any tenant; that is only safe while nothing routes to it from \
+             outside this machine or cluster"
         );
+    } else {
+        println!("{}", app.gate.describe());
     }
 
     let stopping = Arc::new(tokio::sync::Notify::new());

@@ -271,6 +271,9 @@ pub struct Memory {
     pub replaces: Option<String>,
     /// Milliseconds since the Unix epoch from which the memory is gone; `None`: never.
     pub expires_at: Option<i64>,
+    /// Who wrote it, by the credential's name (`key:NAME`, `oauth:SUB`); `None` when it was
+    /// written without one (docs/behavior.md#provenance).
+    pub author: Option<String>,
 }
 
 /// A memory as `remember` hands it to the store, before it is written.
@@ -287,6 +290,7 @@ pub struct NewMemory {
     /// The id of a memory the writer can see that this one takes the place of.
     pub replaces: Option<String>,
     pub expires_at: Option<i64>,
+    pub author: Option<String>,
 }
 
 impl NewMemory {
@@ -305,6 +309,7 @@ impl NewMemory {
             last_accessed_at: None,
             replaces: self.replaces,
             expires_at: self.expires_at,
+            author: self.author,
         }
     }
 }
@@ -564,6 +569,7 @@ mod tests {
             conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
             replaces: None,
             expires_at: None,
+            author: None,
         }
         .into_memory()
     }

@@ -467,6 +467,7 @@ mod tests {
             conversation: None,
             replaces: None,
             expires_at: None,
+            author: None,
         }
         .into_memory();
         m.access_count = access_count;

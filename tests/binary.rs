@@ -73,7 +73,7 @@ async fn logs_never_carry_content_queries_tags_or_conversations() {
         exited
             .stdout
             .iter()
-            .any(|l| l.contains("MCP_API_KEY is set"))
+            .any(|l| l.contains("auth: MCP_API_KEY"))
     );
     let calls: Vec<Value> = exited
         .stdout
@@ -244,8 +244,7 @@ async fn without_a_key_the_server_warns_that_it_answers_anyone() {
     let exited = server.terminate().await;
     assert_eq!(exited.code, Some(0));
     assert!(
-        exited.stderr.contains("MCP_API_KEY is NOT set")
-            && exited.stderr.contains("answers ANY caller"),
+        exited.stderr.contains("auth: none") && exited.stderr.contains("answers ANY caller"),
         "{}",
         exited.stderr
     );

@@ -37,7 +37,7 @@ fn defaults() {
     assert_eq!(c.port, 3000);
     assert_eq!(c.thresholds, Thresholds::of_floor(0.1));
     assert_eq!(c.body_limit, 1024 * 1024);
-    assert!(c.api_key.is_none() && c.allowed_origins.is_empty());
+    assert!(c.gate.is_open() && c.allowed_origins.is_empty());
     assert_eq!(c.max_connections, 256);
     assert_eq!(c.timeouts.write, std::time::Duration::from_secs(30));
     let embed::Settings::OpenAi {

@@ -92,6 +92,7 @@ mod tests {
             conversation: None,
             replaces: None,
             expires_at: None,
+            author: None,
         }
     }
 

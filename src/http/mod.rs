@@ -1,6 +1,7 @@
-//! The HTTP edge: `POST /mcp`, `GET /health`, `GET /metrics`, and the checks that come
-//! before any MCP work — Origin, bearer auth, method, media types and the body limit
-//! (docs/behavior.md#http-edge). The caller's identity is resolved here, once per request.
+//! The HTTP edge: `POST /mcp`, `GET /health`, `GET /metrics`, RFC 9728's metadata, and the
+//! checks that come before any MCP work — Origin, the credential, method, media types and
+//! the body limit (docs/behavior.md#http-edge). The caller's identity is resolved here, once
+//! per request.
 
 mod auth;
 mod deadline;
@@ -26,6 +27,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", any(health))
         .route("/metrics", any(metrics))
         .route("/mcp", any(serve_mcp))
+        .route(auth::METADATA_PATH, any(auth::metadata))
+        .route(auth::METADATA_UNDER, any(auth::metadata))
         .fallback(not_found)
         .with_state(app)
 }
@@ -65,17 +68,23 @@ async fn health(State(app): State<Arc<App>>) -> Response {
     }
 }
 
-/// Prometheus' scrape. It names no memory, query or tenant (unless METRICS_TENANT_LABEL),
-/// but with MCP_API_KEY set it asks for the same bearer token as /mcp: configure the
-/// scrape job with `authorization: {credentials: <key>}`.
+/// Prometheus' scrape. It names no memory or query, but may name tenants
+/// (METRICS_TENANT_LABEL), so with credentials configured it asks for one that may use any
+/// tenant: configure the scrape job with `authorization: {credentials: <key>}`.
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     if let Some(refused) = foreign_origin(&app, &headers) {
         return refused;
     }
-    if let Some(key) = &app.api_key
-        && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
-    {
-        return unauthorized();
+    match auth::admit(&app, &headers).await {
+        Ok(credential) if credential.tenants == crate::auth::Tenants::Any => {}
+        Ok(_) => {
+            return rpc_error(
+                StatusCode::FORBIDDEN,
+                -32600,
+                "Forbidden: /metrics needs a credential that may use any tenant",
+            );
+        }
+        Err(refused) => return refused,
     }
     let mut response = (app.metrics)
         .render(app.tools.store.index_usage())
@@ -100,11 +109,10 @@ async fn serve_mcp(
     if let Some(refused) = foreign_origin(&app, &headers) {
         return refused;
     }
-    if let Some(key) = &app.api_key
-        && !auth::bearer_matches(headers.get(header::AUTHORIZATION), key)
-    {
-        return unauthorized();
-    }
+    let credential = match auth::admit(&app, &headers).await {
+        Ok(credential) => credential,
+        Err(refused) => return refused,
+    };
     let _in_flight = app.metrics.in_flight();
     if method != Method::POST {
         // Stateless: there is no session to open with GET or close with DELETE.
@@ -156,12 +164,16 @@ async fn serve_mcp(
             ),
         );
     };
-    let identity = context::resolve(&headers);
+    let identity = context::resolve(&headers, &credential);
     let reply = mcp::handle(&app.tools, mcp::Arrival::Http(&headers), &identity, &body).await;
-    match reply.body {
-        Some(body) => json_response(reply.status, &body),
+    let mut response = match &reply.body {
+        Some(body) => json_response(reply.status, body),
         None => reply.status.into_response(),
+    };
+    if let Some(writes) = reply.insufficient_scope {
+        auth::insufficient_scope(&app, writes, &mut response);
     }
+    response
 }
 
 /// The DNS-rebinding boundary: a browser page may only reach us from a listed origin.
@@ -200,19 +212,6 @@ fn accepts_json(value: Option<&HeaderValue>) -> bool {
 /// A JSON-RPC error with no id: these refusals happen before the request is read.
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
     json_response(status, &mcp::refusal(code, message))
-}
-
-fn unauthorized() -> Response {
-    let mut response = rpc_error(
-        StatusCode::UNAUTHORIZED,
-        -32001,
-        "missing or invalid bearer token",
-    );
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"mcp\""),
-    );
-    response
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {

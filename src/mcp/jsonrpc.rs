@@ -18,6 +18,9 @@ pub mod code {
 pub struct Reply {
     pub status: StatusCode,
     pub body: Option<Value>,
+    /// For a 403: the call needed write access (true) or read access (false), which the
+    /// HTTP edge names as a scope (RFC 6750 `insufficient_scope`).
+    pub insufficient_scope: Option<bool>,
 }
 
 impl Reply {
@@ -25,6 +28,7 @@ impl Reply {
         Reply {
             status: StatusCode::ACCEPTED,
             body: None,
+            insufficient_scope: None,
         }
     }
 
@@ -32,6 +36,7 @@ impl Reply {
         Reply {
             status: StatusCode::OK,
             body: Some(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            insufficient_scope: None,
         }
     }
 
@@ -62,6 +67,7 @@ impl Reply {
         Reply {
             status,
             body: Some(body),
+            insufficient_scope: None,
         }
     }
 }

@@ -380,6 +380,20 @@ async fn call_tool(
             "Invalid params: tools/call needs a tool name",
         ));
     };
+    // A credential without the access the tool needs is refused before the tool runs
+    // (docs/behavior.md#scopes); one without a usable tenant hears about that instead.
+    if let (Ok(ctx), Some(writes)) = (identity, service.writes(name))
+        && !ctx.access.allows(writes)
+    {
+        let needs = if writes { "write" } else { "read" };
+        let mut reply = request.error(
+            StatusCode::FORBIDDEN,
+            code::INVALID_REQUEST,
+            &format!("Forbidden: {name} needs {needs} access, which this credential does not grant (insufficient_scope)"),
+        );
+        reply.insufficient_scope = Some(writes);
+        return Err(reply);
+    }
     Ok(tools::call(service, name, request.params.get("arguments"), identity).await)
 }
 

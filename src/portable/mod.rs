@@ -95,6 +95,10 @@ pub struct Line {
     pub trust_base: f64,
     pub access_count: u64,
     pub last_accessed: Option<String>,
+    /// Who wrote it (docs/behavior.md#provenance); absent for a memory written without a
+    /// credential, so such a line reads as it always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
     /// Little-endian f32s, base64: exact, and a third of the text of decimal numbers.
     pub embedding: String,
 }
@@ -118,6 +122,7 @@ impl Line {
             trust_base: m.trust_base,
             access_count: m.access_count,
             last_accessed: m.last_accessed_at.map(iso),
+            author: m.author.clone(),
             embedding: base64::engine::general_purpose::STANDARD.encode(bytes),
         }
     }
@@ -234,6 +239,22 @@ impl Line {
                 "is not a usable vector (zero or not finite)".into(),
             ));
         }
+        let author = match self.author {
+            Some(a)
+                if a.is_empty()
+                    || a.len() > crate::auth::MAX_NAME_BYTES
+                    || a.chars().any(char::is_control) =>
+            {
+                return Err(field(
+                    "author",
+                    format!(
+                        "must be 1 to {} bytes without control characters",
+                        crate::auth::MAX_NAME_BYTES
+                    ),
+                ));
+            }
+            author => author,
+        };
         Ok(Portable {
             tenant,
             memory: Memory {
@@ -248,6 +269,7 @@ impl Line {
                 trust_base: self.trust_base,
                 access_count: self.access_count,
                 last_accessed_at,
+                author,
                 replaces,
                 expires_at,
             },

@@ -90,6 +90,7 @@ pub fn note(content: &str, created_at: i64, scope: Scope, conversation: Option<&
         conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
         replaces: None,
         expires_at: None,
+        author: None,
     }
 }
 

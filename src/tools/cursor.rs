@@ -93,6 +93,8 @@ mod tests {
         RequestContext {
             tenant: Tenant::new_unchecked(tenant.into()),
             conversation: conversation.map(|c| Conversation::new_unchecked(c.into())),
+            author: None,
+            access: crate::context::Access::FULL,
         }
     }
 

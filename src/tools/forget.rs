@@ -20,6 +20,7 @@ const DEFINITION: Definition = Definition {
         required: true,
         description: "The memory's id, as recall or list_memories showed it.",
     }],
+    writes: true,
     output,
 };
 

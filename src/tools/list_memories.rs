@@ -38,6 +38,7 @@ const DEFINITION: Definition = Definition {
             description: "The `next cursor` of the page before, with the same type filter.",
         },
     ],
+    writes: false,
     output,
 };
 

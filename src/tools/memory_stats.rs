@@ -14,6 +14,7 @@ const EXACT_DEFINITION: Definition = Definition {
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's.",
     params: &[],
+    writes: false,
     output,
 };
 
@@ -32,6 +33,7 @@ const BOUNDED_DEFINITION: Definition = Definition {
         conversation's. Very large projects are counted up to a cap, and the answer then says its \
         figures are lower bounds.",
     params: &[],
+    writes: false,
     output,
 };
 

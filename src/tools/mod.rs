@@ -135,6 +135,11 @@ impl ToolService {
         }
     }
 
+    /// Whether the tool `name` changes memories; None for a tool this process does not offer.
+    pub fn writes(&self, name: &str) -> Option<bool> {
+        self.find(name).map(|t| t.definition().writes)
+    }
+
     fn find(&self, name: &str) -> Option<&'static dyn Tool> {
         (self.tools.iter().copied()).find(|t| t.definition().name == name)
     }
@@ -328,6 +333,7 @@ async fn answer(
     let fields = log::Fields {
         tenant: Some(ctx.tenant.as_str()),
         tool: Some(name),
+        credential: ctx.author.as_deref(),
         ..Default::default()
     };
     let (result, outcome) = match outcome {

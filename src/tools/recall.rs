@@ -41,6 +41,7 @@ const DEFINITION: Definition = Definition {
                 matches; use it when balanced found nothing.",
         },
     ],
+    writes: false,
     output,
 };
 

@@ -85,6 +85,7 @@ const DEFINITION: Definition = Definition {
                 expires_in_days.",
         },
     ],
+    writes: true,
     output,
 };
 
@@ -244,6 +245,7 @@ fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
         conversation: ctx.conversation.clone(),
         replaces,
         expires_at,
+        author: ctx.author.clone(),
     })
 }
 

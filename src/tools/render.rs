@@ -59,6 +59,11 @@ pub fn memory(out: &mut String, position: usize, m: &Memory, standing: Option<f6
         ));
     }
     facets.push(format!("stored {}", day(m.created_at)));
+    // Who wrote it is data about the memory, quoted as a JSON string so that no name can
+    // read as part of the answer's own words.
+    if let Some(author) = &m.author {
+        facets.push(format!("written by {}", Value::from(one_line(author))));
+    }
     if let Some(expires) = m.expires_at {
         facets.push(format!("expires {}", day(expires)));
     }
@@ -91,6 +96,7 @@ pub fn data(m: &Memory) -> Value {
         "created": iso(m.created_at),
         "expires": m.expires_at.map(iso),
         "replaces": m.replaces,
+        "author": m.author,
     })
 }
 
@@ -117,9 +123,14 @@ pub fn fitting<'a>(memories: impl IntoIterator<Item = &'a Memory>) -> usize {
 /// bytes escaped). Counted, not serialised: recall weighs every result it answers with.
 fn weight(m: &Memory) -> usize {
     const FIXED: usize = 256;
-    let labels = (m.category.iter().chain(&m.tags).chain(&m.replaces))
-        .map(|label| escaped_len(label) + 4)
-        .sum::<usize>();
+    let labels = (m
+        .category
+        .iter()
+        .chain(&m.tags)
+        .chain(&m.replaces)
+        .chain(&m.author))
+    .map(|label| escaped_len(label) + 4)
+    .sum::<usize>();
     let breaks = m.content.chars().filter(|c| is_line_break(*c)).count();
     2 * (FIXED + escaped_len(&m.content) + labels) + 5 * breaks
 }
@@ -166,6 +177,7 @@ mod tests {
                 conversation: None,
                 replaces: None,
                 expires_at: None,
+                author: None,
             }
             .into_memory()
         };
@@ -219,6 +231,7 @@ mod tests {
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
             replaces: Some("01J0000000000000000000000B".into()),
             expires_at: Some(1_785_000_000_000),
+            author: Some("oauth:a \"b\"\nc".into()),
         }
         .into_memory();
         let mut out = String::new();
@@ -226,10 +239,13 @@ mod tests {
         assert_eq!(
             out,
             "2. [id:01J0000000000000000000000A] (pattern/convention, this conversation only, \
-             85% of the top result, stored 2026-07-01, expires 2026-07-25, replaces \
-             01J0000000000000000000000B)\n   use pnpm\n   tags: build, node"
+             85% of the top result, stored 2026-07-01, written by \"oauth:a \\\"b\\\" c\", \
+             expires 2026-07-25, replaces 01J0000000000000000000000B)\n   use pnpm\n   tags: \
+             build, node"
         );
         assert_eq!(data(&m)["expires"], "2026-07-25T17:20:00.000Z");
+        assert_eq!(data(&m)["author"], "oauth:a \"b\"\nc");
+        m.author = None;
         m.replaces = None;
         m.expires_at = None;
         assert_eq!(data(&m)["expires"], Value::Null);
@@ -260,6 +276,7 @@ mod tests {
             conversation: None,
             replaces: None,
             expires_at: None,
+            author: None,
         }
         .into_memory();
         let mut out = String::new();

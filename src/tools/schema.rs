@@ -27,6 +27,9 @@ pub struct Definition {
     pub name: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
+    /// Whether it changes memories: what a credential needs write access for
+    /// (docs/behavior.md#scopes).
+    pub writes: bool,
     /// The JSON Schema of the tool's `structuredContent`.
     pub output: fn() -> Value,
 }
@@ -156,6 +159,7 @@ pub fn memory() -> Value {
         "created": {"type": "string", "format": "date-time"},
         "expires": text_or_null,
         "replaces": text_or_null,
+        "author": text_or_null,
     }))
 }
 
@@ -218,6 +222,7 @@ mod tests {
                 description: "",
             },
         ],
+        writes: false,
         output: || json!({}),
     };
 

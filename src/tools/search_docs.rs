@@ -38,6 +38,7 @@ const DEFINITION: Definition = Definition {
             description: "How many excerpts to return (1-50). Default 5.",
         },
     ],
+    writes: false,
     output,
 };
 

@@ -20,6 +20,15 @@ pub fn sigterm(pid: u32) {
     assert!(killed.success());
 }
 
+/// Sends `signal` (`HUP`, `TERM`…) to the process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

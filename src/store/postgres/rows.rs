@@ -19,7 +19,7 @@ pub(super) const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' 
 pub(super) const COLUMNS: &str = "id, content, memory_type, category, tags, \
      (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, scope, conversation, trust_base, \
      access_count, (extract(epoch FROM last_accessed_at) * 1000)::bigint AS last_accessed_ms, \
-     replaces, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms";
+     replaces, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, author";
 
 /// A memory to write: its tenant, the memory whole, its vector and its terms.
 pub(super) type NewRow<'a> = (&'a str, &'a Memory, &'a [f32], Vec<String>);
@@ -32,7 +32,7 @@ pub(super) fn insert<'a>(
     let mut insert = sqlx::QueryBuilder::new(
         "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
          scope, conversation, trust_base, embedding, access_count, last_accessed_at, terms, \
-         replaces, expires_at) ",
+         replaces, expires_at, author) ",
     );
     let seconds = |ms: i64| ms as f64 / 1000.0;
     insert.push_values(rows, |mut row, (tenant, m, embedding, terms)| {
@@ -57,7 +57,8 @@ pub(super) fn insert<'a>(
             .push_bind(m.replaces.as_deref())
             .push("to_timestamp(")
             .push_bind_unseparated(m.expires_at.map(seconds))
-            .push_unseparated(")");
+            .push_unseparated(")")
+            .push_bind(m.author.as_deref());
     });
     insert
 }
@@ -84,6 +85,7 @@ pub(super) fn memory_from_row(row: &PgRow) -> Result<Memory, sqlx::Error> {
         last_accessed_at: row.try_get("last_accessed_ms")?,
         replaces: row.try_get("replaces")?,
         expires_at: row.try_get("expires_ms")?,
+        author: row.try_get("author")?,
     })
 }
 

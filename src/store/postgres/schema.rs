@@ -32,6 +32,7 @@ pub(super) const SCHEMA: &[&str] = &[
        terms            text[],
        replaces         text,
        expires_at       timestamptz,
+       author           text,
        PRIMARY KEY (tenant_id, id),
        CHECK (scope = 'project' OR conversation IS NOT NULL)
      )",
@@ -46,6 +47,8 @@ pub(super) const SCHEMA: &[&str] = &[
     // Tables created before corrections, or before expiry, get the column here.
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS replaces text",
     "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires_at timestamptz",
+    // Tables created before credentials get who wrote each memory here (none for theirs).
+    "ALTER TABLE memories ADD COLUMN IF NOT EXISTS author text",
     // What the vectors are: `model` and `dimension`, recorded by the first write.
     "CREATE TABLE IF NOT EXISTS store_meta (key text PRIMARY KEY, value text NOT NULL)",
     // What the expiry sweep reads: only the memories that expire.

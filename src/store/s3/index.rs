@@ -161,6 +161,7 @@ mod tests {
             conversation: conversation.cloned(),
             replaces: None,
             expires_at,
+            author: None,
         }
         .into_memory()
     }

@@ -260,6 +260,11 @@ pub fn metadata(tenant: &Tenant, memory: &Memory) -> Value {
     if let Some(replaced) = &memory.replaces {
         m.insert("replaces".into(), json!(replaced));
     }
+    // Filterable, as an index created before it was written keeps any new key: at most
+    // `auth::MAX_NAME_BYTES`, within the filterable budget with the longest of the rest.
+    if let Some(author) = &memory.author {
+        m.insert("author".into(), json!(author));
+    }
     // A number, so that queries can filter on it.
     if let Some(at) = memory.expires_at {
         m.insert(EXPIRES_AT.into(), json!(at));
@@ -364,6 +369,7 @@ pub fn read(tenant: &Tenant, key: &str, metadata: &Value) -> Option<Memory> {
         access_count: 0,
         last_accessed_at: None,
         replaces: text("replaces").map(str::to_owned),
+        author: text("author").map(str::to_owned),
         expires_at: metadata
             .get(EXPIRES_AT)
             .and_then(Value::as_f64)
@@ -431,6 +437,7 @@ mod tests {
             conversation: Some(Conversation::new_unchecked("chat:1".into())),
             replaces: None,
             expires_at: None,
+            author: None,
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::rows::{COLUMNS, MEMORIES, from_blob, memory_from_row};
+use super::rows::{COLUMNS, MEMORIES, WIDTH, from_blob, memory_from_row};
 use super::uses;
 use crate::memory::{Hit, KeywordHit, MAX_USES, Memory, Visibility};
 use crate::search::cache::{Version, Weigh};
@@ -90,7 +90,7 @@ impl TenantIndex {
         while let Some(row) = rows.next()? {
             let memory = memory_from_row(row)?;
             // A row another process wrote without terms (an older release) still matches.
-            let terms = match row.get::<_, Option<String>>(14)? {
+            let terms = match row.get::<_, Option<String>>(WIDTH + 1)? {
                 Some(terms) => terms
                     .split(' ')
                     .filter(|t| !t.is_empty())
@@ -98,9 +98,14 @@ impl TenantIndex {
                     .collect(),
                 None => search::terms(&memory.content),
             };
-            let uses = (row.get::<_, i64>(15)?.max(0) as u64).min(MAX_USES);
-            let own = (uses, row.get(16)?);
-            index.add(memory, own, &from_blob(row.get_ref(13)?.as_blob()?), &terms);
+            let uses = (row.get::<_, i64>(WIDTH + 2)?.max(0) as u64).min(MAX_USES);
+            let own = (uses, row.get(WIDTH + 3)?);
+            index.add(
+                memory,
+                own,
+                &from_blob(row.get_ref(WIDTH)?.as_blob()?),
+                &terms,
+            );
         }
         index.memories.shrink_to_fit();
         Ok(index)

@@ -25,7 +25,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use builds::{Parts, Readers};
 use index::{TenantIndex, Versions};
-use rows::{COLUMNS, MEMORIES, VISIBLE, conversation_of, from_blob, insert, memory_from_row};
+use rows::{
+    COLUMNS, MEMORIES, VISIBLE, WIDTH, conversation_of, from_blob, insert, memory_from_row,
+};
 use schema::{Recorded, connect, recorded_model};
 use uses::Pending;
 
@@ -530,8 +532,8 @@ impl MemoryStore for SqliteStore {
                     |row| {
                         Ok(Portable {
                             memory: memory_from_row(row)?,
-                            embedding: from_blob(row.get_ref(13)?.as_blob()?),
-                            tenant: Tenant::new_unchecked(row.get(14)?),
+                            embedding: from_blob(row.get_ref(WIDTH)?.as_blob()?),
+                            tenant: Tenant::new_unchecked(row.get(WIDTH + 1)?),
                         })
                     },
                 )?;

@@ -13,7 +13,9 @@ pub(super) const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conv
 pub(super) const COLUMNS: &str = "m.id, m.content, m.memory_type, m.category, m.tags, m.created_at, m.scope, \
      m.conversation, m.trust_base, min(m.access_count + coalesce(u.access_count, 0), 9007199254740992), \
      max(coalesce(m.last_accessed_at, u.last_accessed_at), \
-         coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces, m.expires_at";
+         coalesce(u.last_accessed_at, m.last_accessed_at)), m.replaces, m.expires_at, m.author";
+/// How many columns `COLUMNS` is: a query reading more after it reads them from here.
+pub(super) const WIDTH: usize = 14;
 pub(super) const MEMORIES: &str =
     "memories m LEFT JOIN memory_uses u ON u.tenant_id = m.tenant_id AND u.id = m.id";
 
@@ -46,6 +48,7 @@ pub(super) fn memory_from_row(row: &Row) -> rusqlite::Result<Memory> {
         last_accessed_at: row.get(10)?,
         replaces: row.get(11)?,
         expires_at: row.get(12)?,
+        author: row.get(13)?,
     })
 }
 
@@ -63,8 +66,8 @@ pub(super) fn insert(
     tx.prepare_cached(&format!(
         "{verb} INTO memories (tenant_id, id, content, memory_type, category, tags, \
          created_at, scope, conversation, trust_base, embedding, access_count, \
-         last_accessed_at, terms, replaces, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-         ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+         last_accessed_at, terms, replaces, expires_at, author) VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
+         ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
     ))?
     .execute(params![
         tenant,
@@ -83,6 +86,7 @@ pub(super) fn insert(
         terms.join(" "),
         m.replaces,
         m.expires_at,
+        m.author,
     ])
 }
 

@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS memories (
   terms            TEXT,
   replaces         TEXT,
   expires_at       INTEGER,
+  author           TEXT,
   PRIMARY KEY (tenant_id, id),
   CHECK (scope = 'project' OR conversation IS NOT NULL)
 ) WITHOUT ROWID;
@@ -182,7 +183,8 @@ fn into_wal(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Brings a file an older release wrote up to date: the columns it lacks (`terms` came
-/// with keyword recall, `replaces` with corrections, `expires_at` with expiry), the index
+/// with keyword recall, `replaces` with corrections, `expires_at` with expiry, `author` with
+/// credentials), the index
 /// the expiry sweep reads, and every memory's terms.
 fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
     // Checked under the write lock: two processes opening an old file at once must not
@@ -192,6 +194,7 @@ fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
         ("terms", "TEXT"),
         ("replaces", "TEXT"),
         ("expires_at", "INTEGER"),
+        ("author", "TEXT"),
     ] {
         let present: bool = tx
             .prepare("SELECT 1 FROM pragma_table_info('memories') WHERE name = ?1")?

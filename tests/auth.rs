@@ -1,0 +1,934 @@
+//! Authentication through the binary (docs/behavior.md#authentication), against a real
+//! authorization server (`oidc-provider`, tests/auth/provider.sh) and a real keys file: the
+//! tenant a request may touch is what its credential proves, every forged or stale token is
+//! refused, the issuer's keys are followed through a rotation and outlive an outage, and a
+//! key removed from the file is refused after SIGHUP.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+use support::process::{BINARY, Running, free_port, start};
+use support::{EmbeddingStub, base_env};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const RESOURCE: &str = "https://memory.test/mcp";
+
+/// The authorization server, a child process.
+struct Provider {
+    child: tokio::process::Child,
+    port: u16,
+    issuer: String,
+}
+
+impl Provider {
+    /// Starts it on `port` (0: any) with the keys of `keys` (made if missing; `rotate` puts a
+    /// new one first), once it says it listens.
+    async fn start(keys: &Path, port: u16, rotate: bool) -> Provider {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/auth/provider.sh");
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .args([script, "run", "--port", &port.to_string(), "--keys"])
+            .arg(keys)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if rotate {
+            command.arg("--rotate");
+        }
+        let mut child = command.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the provider did not start within a minute")
+            .unwrap()
+            .unwrap_or_else(|| {
+                panic!("the provider exited: is it installed? `bash {script} --install` (make test does)")
+            });
+        let port: u16 = line.strip_prefix("listening ").unwrap().parse().unwrap();
+        Provider {
+            child,
+            port,
+            issuer: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// An access token for `client` with `scope`, for this server's resource.
+    async fn token(&self, client: &str, scope: &str) -> String {
+        let reply: Value = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", scope),
+                ("resource", RESOURCE),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        reply["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token for {client}: {reply}"))
+            .to_owned()
+    }
+
+    async fn stop(mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+/// The first (signing) key of a provider's keys file: its id and its private key.
+fn signing_key(keys: &Path) -> (String, EncodingKey) {
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(keys).unwrap()).unwrap();
+    let kid = all[0]["jwk"]["kid"].as_str().unwrap().to_owned();
+    let pem = all[0]["pem"].as_str().unwrap();
+    (kid, EncodingKey::from_rsa_pem(pem.as_bytes()).unwrap())
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Claims as the provider issues them, for `tenants`, changed by `change`.
+fn claims(issuer: &str, tenants: &[&str], change: impl FnOnce(&mut Value)) -> Value {
+    let mut claims = json!({
+        "iss": issuer, "aud": RESOURCE, "sub": "forger", "client_id": "forger",
+        "scope": "memory:read memory:write", "tenants": tenants,
+        "iat": now(), "exp": now() + 600,
+    });
+    change(&mut claims);
+    claims
+}
+
+/// A token signed with the provider's own key (as a thief of it, or a broken issuer, would).
+fn signed(keys: &Path, claims: &Value) -> String {
+    let (kid, key) = signing_key(keys);
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid);
+    jsonwebtoken::encode(&header, claims, &key).unwrap()
+}
+
+struct Answer {
+    status: u16,
+    challenge: String,
+    body: Value,
+}
+
+/// One JSON-RPC request to `/mcp` with `token` and `headers`.
+async fn post(
+    server: &Running,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> Answer {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("content-type", "application/json")
+        .json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = (response.headers().get("www-authenticate"))
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = response.json().await.unwrap_or(Value::Null);
+    Answer {
+        status,
+        challenge,
+        body,
+    }
+}
+
+async fn call(
+    server: &Running,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    tool: &str,
+    args: Value,
+) -> Answer {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}});
+    post(server, token, headers, body).await
+}
+
+/// A tool result's text and error flag; panics on anything else.
+fn result(answer: &Answer) -> (String, bool) {
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let text = answer.body["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a tool result: {}", answer.body))
+        .to_owned();
+    (text, answer.body["result"]["isError"] == true)
+}
+
+fn tenant(name: &str) -> [(&str, &str); 1] {
+    [("x-memory-tenant", name)]
+}
+
+struct Served {
+    server: Running,
+    _stub: EmbeddingStub,
+    dir: tempfile::TempDir,
+}
+
+async fn serve(extra: &[(&str, &str)]) -> Served {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env: HashMap<String, String> = base_env(&stub, &dir.path().join("memory.db"));
+    for (k, v) in extra {
+        env.insert((*k).into(), (*v).into());
+    }
+    Served {
+        server: start(&mut env).await,
+        _stub: stub,
+        dir,
+    }
+}
+
+async fn serve_oauth(issuer: &str) -> Served {
+    serve(&[("OAUTH_ISSUER", issuer), ("OAUTH_RESOURCE", RESOURCE)]).await
+}
+
+fn keys_file() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("provider-keys.json");
+    (dir, path)
+}
+
+#[tokio::test]
+async fn the_metadata_names_the_issuer_and_a_request_without_a_token_is_told_where_it_is() {
+    let (_keys_dir, keys) = keys_file();
+    let provider = Provider::start(&keys, 0, false).await;
+    let served = serve_oauth(&provider.issuer).await;
+    let url = &served.server.url;
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let metadata: Value = reqwest::get(format!("{url}{path}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(metadata["resource"], RESOURCE, "{path}");
+        assert_eq!(metadata["authorization_servers"], json!([provider.issuer]));
+        assert_eq!(
+            metadata["scopes_supported"],
+            json!(["memory:read", "memory:write", "memory:any-tenant"])
+        );
+    }
+    let refused = call(
+        &served.server,
+        None,
+        &tenant("alpha"),
+        "memory_stats",
+        json!({}),
+    )
+    .await;
+    assert_eq!(refused.status, 401);
+    assert!(
+        refused.challenge.starts_with(
+            "Bearer resource_metadata=\"https://memory.test/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{}",
+        refused.challenge
+    );
+    assert!(
+        !refused.challenge.contains("error="),
+        "no token, no error code: {}",
+        refused.challenge
+    );
+    // A handshake needs a token too.
+    let listed = post(
+        &served.server,
+        None,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(listed.status, 401);
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
+    let (_keys_dir, keys) = keys_file();
+    let provider = Provider::start(&keys, 0, false).await;
+    let served = serve_oauth(&provider.issuer).await;
+    let server = &served.server;
+    let writer = provider
+        .token("alpha-writer", "memory:read memory:write")
+        .await;
+    let reader = provider.token("alpha-reader", "memory:read").await;
+    let beta = provider
+        .token("beta-writer", "memory:read memory:write")
+        .await;
+    let both = provider.token("both-reader", "memory:read").await;
+    let gateway = provider
+        .token("gateway", "memory:read memory:write memory:any-tenant")
+        .await;
+
+    // A token of one tenant needs no header; the memory records who wrote it.
+    let (stored, failed) = result(
+        &call(
+            server,
+            Some(&writer),
+            &[],
+            "remember",
+            json!({"content": "alpha deploys with helm"}),
+        )
+        .await,
+    );
+    assert!(
+        !failed && stored.starts_with("[MEMORY] Stored as "),
+        "{stored}"
+    );
+    let (listed, _) = result(
+        &call(
+            server,
+            Some(&writer),
+            &tenant("alpha"),
+            "list_memories",
+            json!({}),
+        )
+        .await,
+    );
+    assert!(
+        listed.contains("written by \"oauth:alpha-writer\""),
+        "{listed}"
+    );
+    let structured = call(
+        server,
+        Some(&writer),
+        &[("mcp-protocol-version", "2025-06-18")],
+        "list_memories",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        structured.body["result"]["structuredContent"]["memories"][0]["author"],
+        "oauth:alpha-writer"
+    );
+    result(
+        &call(
+            server,
+            Some(&beta),
+            &[],
+            "remember",
+            json!({"content": "beta deploys with nomad"}),
+        )
+        .await,
+    );
+
+    // The header of another tenant is refused by name, and nothing of it is read.
+    for (token, tool) in [
+        (&writer, "recall"),
+        (&writer, "remember"),
+        (&reader, "list_memories"),
+    ] {
+        let (text, failed) = result(
+            &call(
+                server,
+                Some(token),
+                &tenant("beta"),
+                tool,
+                json!({"query": "deploys", "content": "x"}),
+            )
+            .await,
+        );
+        assert!(failed, "{tool}: {text}");
+        assert!(
+            text.contains("may not use tenant \"beta\""),
+            "{tool}: {text}"
+        );
+        assert!(!text.contains("nomad"));
+    }
+
+    // A read-only token reads, and may not write: 403 insufficient_scope, nothing stored.
+    let (recalled, _) = result(
+        &call(
+            server,
+            Some(&reader),
+            &[],
+            "recall",
+            json!({"query": "how does alpha deploy"}),
+        )
+        .await,
+    );
+    assert!(recalled.contains("helm"), "{recalled}");
+    for (tool, args) in [
+        ("remember", json!({"content": "alpha uses kubectl"})),
+        ("forget", json!({"id": "01J0000000000000000000000A"})),
+    ] {
+        let refused = call(server, Some(&reader), &[], tool, args).await;
+        assert_eq!(refused.status, 403, "{tool}: {}", refused.body);
+        assert!(
+            refused.challenge.contains("error=\"insufficient_scope\""),
+            "{}",
+            refused.challenge
+        );
+        assert!(
+            refused.challenge.contains("scope=\"memory:write\""),
+            "{}",
+            refused.challenge
+        );
+        assert!(
+            refused.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs write access")
+        );
+    }
+    let (stats, _) = result(&call(server, Some(&reader), &[], "memory_stats", json!({})).await);
+    assert!(stats.contains("1 memor"), "{stats}");
+
+    // A token of two tenants reads either, by its header, and must name one.
+    for (name, fact) in [("alpha", "helm"), ("beta", "nomad")] {
+        let (text, _) = result(
+            &call(
+                server,
+                Some(&both),
+                &tenant(name),
+                "recall",
+                json!({"query": "how do we deploy"}),
+            )
+            .await,
+        );
+        assert!(text.contains(fact), "{name}: {text}");
+    }
+    let (text, failed) = result(
+        &call(
+            server,
+            Some(&both),
+            &[],
+            "recall",
+            json!({"query": "deploy"}),
+        )
+        .await,
+    );
+    assert!(failed && text.contains("header is required"), "{text}");
+
+    // The gateway's scope lets it act for any tenant its header stamps.
+    let stamped = [("x-tenant-id", "gamma")];
+    let (stored, failed) = result(
+        &call(
+            server,
+            Some(&gateway),
+            &stamped,
+            "remember",
+            json!({"content": "gamma runs on fridays"}),
+        )
+        .await,
+    );
+    assert!(!failed, "{stored}");
+
+    let exited = served.server.terminate().await;
+    let said = format!("{}\n{}", exited.stdout.join("\n"), exited.stderr);
+    for token in [&writer, &reader, &beta, &both, &gateway] {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(!said.contains(signature), "a token reached the log");
+    }
+    assert!(
+        said.contains("\"credential\":\"oauth:alpha-writer\""),
+        "{said}"
+    );
+    assert!(said.contains("auth: OAuth access tokens of"), "{said}");
+
+    // The export carries who wrote each memory.
+    let export = std::process::Command::new(BINARY)
+        .env_clear()
+        .env(
+            "DATABASE_URL",
+            format!("sqlite:{}", served.dir.path().join("memory.db").display()),
+        )
+        .env("EMBEDDING_PROVIDER", "openai")
+        .env("EMBEDDING_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("EMBEDDING_API_KEY", "unused")
+        .env("EMBEDDING_MODEL", "fake-64")
+        .env("EMBEDDING_DIM", "64")
+        .args(["export", "--tenant", "alpha"])
+        .output()
+        .unwrap();
+    let lines = String::from_utf8(export.stdout).unwrap();
+    assert!(
+        lines.contains("\"author\":\"oauth:alpha-writer\""),
+        "{lines}"
+    );
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn forged_stale_and_misdirected_tokens_are_refused_and_change_nothing() {
+    let (_keys_dir, keys) = keys_file();
+    let provider = Provider::start(&keys, 0, false).await;
+    let served = serve_oauth(&provider.issuer).await;
+    let server = &served.server;
+    let issuer = provider.issuer.clone();
+    let gateway = provider
+        .token("gateway", "memory:read memory:write memory:any-tenant")
+        .await;
+    let genuine = provider
+        .token("alpha-writer", "memory:read memory:write")
+        .await;
+    let honest = signed(&keys, &claims(&issuer, &["alpha"], |_| {}));
+    let (ok, failed) = result(
+        &call(
+            server,
+            Some(&honest),
+            &[],
+            "remember",
+            json!({"content": "the forger's control"}),
+        )
+        .await,
+    );
+    assert!(
+        !failed,
+        "a token signed with the issuer's key is good: {ok}"
+    );
+
+    let [header, payload, signature]: [&str; 3] =
+        genuine.split('.').collect::<Vec<_>>().try_into().unwrap();
+    let mut tampered: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    tampered["tenants"] = json!(["beta"]);
+    let tampered = format!(
+        "{header}.{}.{signature}",
+        URL_SAFE_NO_PAD.encode(tampered.to_string())
+    );
+    let none = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#),
+        URL_SAFE_NO_PAD.encode(claims(&issuer, &["alpha"], |_| {}).to_string())
+    );
+    // HS256 with the issuer's public key as the secret: the classic confusion.
+    let published: Value = reqwest::get(format!("{issuer}/jwks"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let public = serde_json::to_vec(&published["keys"][0]).unwrap();
+    let mut hs = Header::new(Algorithm::HS256);
+    hs.kid = published["keys"][0]["kid"].as_str().map(str::to_owned);
+    let confused = jsonwebtoken::encode(
+        &hs,
+        &claims(&issuer, &["alpha"], |_| {}),
+        &EncodingKey::from_secret(&public).unwrap(),
+    )
+    .unwrap();
+    let unknown_kid = {
+        let (_, key) = signing_key(&keys);
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("not-a-key-of-the-issuer".into());
+        jsonwebtoken::encode(&header, &claims(&issuer, &["alpha"], |_| {}), &key).unwrap()
+    };
+    let refused = [
+        (
+            "expired",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| c["exp"] = json!(now() - 3600)),
+            ),
+            "has expired",
+        ),
+        (
+            "not yet valid",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| c["nbf"] = json!(now() + 3600)),
+            ),
+            "not valid yet",
+        ),
+        (
+            "wrong audience",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| {
+                    c["aud"] = json!("https://other.test/mcp")
+                }),
+            ),
+            "not for this resource",
+        ),
+        (
+            "no audience",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| {
+                    c.as_object_mut().unwrap().remove("aud");
+                }),
+            ),
+            "no aud claim",
+        ),
+        (
+            "wrong issuer",
+            signed(&keys, &claims("https://evil.test", &["alpha"], |_| {})),
+            "is not from",
+        ),
+        ("alg none", none, "public-key algorithm"),
+        (
+            "HS256 with the public key",
+            confused,
+            "public-key algorithm",
+        ),
+        (
+            "unknown kid",
+            unknown_kid,
+            "key the issuer does not publish",
+        ),
+        ("tampered payload", tampered, "signature does not verify"),
+        ("garbage", "a.b.c".to_owned(), "cannot be read"),
+        (
+            "not a JWT",
+            "mcpm_guess".to_owned(),
+            "not a key this server knows",
+        ),
+    ];
+    for (case, token, why) in &refused {
+        for tool in ["remember", "list_memories"] {
+            let answer = call(
+                server,
+                Some(token),
+                &tenant("alpha"),
+                tool,
+                json!({"content": format!("{case} wrote this")}),
+            )
+            .await;
+            assert_eq!(answer.status, 401, "{case}: {}", answer.body);
+            assert!(
+                answer.challenge.contains("error=\"invalid_token\""),
+                "{case}: {}",
+                answer.challenge
+            );
+            let message = answer.body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(why), "{case}: {message}");
+        }
+    }
+    // Only the control was stored.
+    let (listed, _) = result(
+        &call(
+            server,
+            Some(&gateway),
+            &tenant("alpha"),
+            "list_memories",
+            json!({}),
+        )
+        .await,
+    );
+    assert!(
+        listed.contains("the forger's control") && !listed.contains("wrote this"),
+        "{listed}"
+    );
+    assert!(listed.starts_with("[MEMORY] 1 memory"), "{listed}");
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotation_is_followed_an_outage_is_ridden_out_and_a_dead_issuer_is_a_clear_error() {
+    let (_keys_dir, keys) = keys_file();
+    let provider = Provider::start(&keys, 0, false).await;
+    let port = provider.port;
+    let served = serve_oauth(&provider.issuer).await;
+    let server = &served.server;
+    let old = provider
+        .token("alpha-writer", "memory:read memory:write")
+        .await;
+    result(
+        &call(
+            server,
+            Some(&old),
+            &[],
+            "remember",
+            json!({"content": "before the rotation"}),
+        )
+        .await,
+    );
+
+    // The issuer restarts with a new signing key first; the server, not restarted, follows.
+    provider.stop().await;
+    let provider = Provider::start(&keys, port, true).await;
+    let new = provider
+        .token("alpha-writer", "memory:read memory:write")
+        .await;
+    let (kid_old, kid_new) = (kid(&old), kid(&new));
+    assert_ne!(kid_old, kid_new);
+    // A key it does not hold is fetched at most every few seconds (docs/behavior.md#oauth):
+    // until then the new token is refused, and then taken.
+    let mut answer = call(
+        server,
+        Some(&new),
+        &[],
+        "remember",
+        json!({"content": "after the rotation"}),
+    )
+    .await;
+    for _ in 0..600 {
+        if answer.status != 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        answer = call(
+            server,
+            Some(&new),
+            &[],
+            "remember",
+            json!({"content": "after the rotation"}),
+        )
+        .await;
+    }
+    let (text, failed) = result(&answer);
+    assert!(!failed, "{text}");
+    result(
+        &call(
+            server,
+            Some(&old),
+            &[],
+            "recall",
+            json!({"query": "rotation"}),
+        )
+        .await,
+    );
+
+    // The issuer goes away: tokens of the keys held keep working.
+    provider.stop().await;
+    let (text, failed) = result(&call(server, Some(&new), &[], "list_memories", json!({})).await);
+    assert!(
+        !failed && text.contains("after the rotation") && text.contains("before the rotation"),
+        "{text}"
+    );
+    let fresh = signed(
+        &keys,
+        &claims(&format!("http://127.0.0.1:{port}"), &["alpha"], |_| {}),
+    );
+    result(&call(server, Some(&fresh), &[], "memory_stats", json!({})).await);
+
+    // A server whose issuer was never reached says so, at once, as its own outage.
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let lonely = serve_oauth(&dead).await;
+    let started = std::time::Instant::now();
+    let answer = call(
+        &lonely.server,
+        Some(&new),
+        &tenant("alpha"),
+        "memory_stats",
+        json!({}),
+    )
+    .await;
+    assert_eq!(answer.status, 503, "{}", answer.body);
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("signing keys could not be fetched"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "it hung: {:?}",
+        started.elapsed()
+    );
+}
+
+fn kid(token: &str) -> String {
+    jsonwebtoken::decode_header(token).unwrap().kid.unwrap()
+}
+
+/// `mcp-memory keys …` on `file`, its stdout.
+fn keys_command(file: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(BINARY)
+        .env_clear()
+        .arg("keys")
+        .args(args)
+        .arg("--file")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "keys {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn keys_bound_to_tenants_and_one_removed_is_refused_after_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.json");
+    let writer = keys_command(&file, &["add", "--name", "ci", "--tenant", "alpha"])
+        .trim()
+        .to_owned();
+    let reader = keys_command(
+        &file,
+        &[
+            "add",
+            "--name",
+            "dash",
+            "--tenant",
+            "alpha",
+            "--tenant",
+            "beta",
+            "--read-only",
+        ],
+    )
+    .trim()
+    .to_owned();
+    let scraper = keys_command(
+        &file,
+        &["add", "--name", "prometheus", "--any-tenant", "--read-only"],
+    )
+    .trim()
+    .to_owned();
+    assert!(writer.starts_with("mcpm_") && writer.len() > 40, "{writer}");
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !stored.contains(&writer) && !stored.contains(&reader),
+        "the file holds a key"
+    );
+    let listed = keys_command(&file, &["list"]);
+    assert!(
+        listed.contains("ci\tread and write\talpha")
+            && listed.contains("dash\tread only\talpha, beta"),
+        "{listed}"
+    );
+
+    let served = serve(&[("MCP_KEYS_FILE", file.to_str().unwrap())]).await;
+    let server = &served.server;
+    let (text, failed) = result(
+        &call(
+            server,
+            Some(&writer),
+            &[],
+            "remember",
+            json!({"content": "ci caches cargo"}),
+        )
+        .await,
+    );
+    assert!(!failed, "{text}");
+    let (text, _) = result(
+        &call(
+            server,
+            Some(&reader),
+            &tenant("alpha"),
+            "list_memories",
+            json!({}),
+        )
+        .await,
+    );
+    assert!(text.contains("written by \"key:ci\""), "{text}");
+    let (text, failed) = result(
+        &call(
+            server,
+            Some(&writer),
+            &tenant("beta"),
+            "recall",
+            json!({"query": "cargo"}),
+        )
+        .await,
+    );
+    assert!(
+        failed && text.contains("key:ci may not use tenant \"beta\""),
+        "{text}"
+    );
+    let refused = call(
+        server,
+        Some(&reader),
+        &tenant("alpha"),
+        "remember",
+        json!({"content": "x"}),
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    assert!(
+        refused.challenge.contains("insufficient_scope"),
+        "{}",
+        refused.challenge
+    );
+    assert_eq!(
+        call(
+            server,
+            Some("mcpm_not-a-key"),
+            &tenant("alpha"),
+            "memory_stats",
+            json!({})
+        )
+        .await
+        .status,
+        401
+    );
+    // /metrics: a key of any tenant scrapes; a key bound to tenants does not.
+    let scrape = |key: String| {
+        let url = format!("{}/metrics", server.url);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(scrape(scraper.clone()).await, 200);
+    assert_eq!(scrape(writer.clone()).await, 403);
+
+    // Removed from the file, the key works until the server re-reads it.
+    keys_command(&file, &["remove", "ci"]);
+    result(&call(server, Some(&writer), &[], "memory_stats", json!({})).await);
+    support::process::signal(server.pid(), "HUP");
+    let mut status = 200;
+    for _ in 0..2400 {
+        status = call(server, Some(&writer), &[], "memory_stats", json!({}))
+            .await
+            .status;
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        status, 401,
+        "the removed key still works a minute after SIGHUP"
+    );
+    result(
+        &call(
+            server,
+            Some(&reader),
+            &tenant("beta"),
+            "memory_stats",
+            json!({}),
+        )
+        .await,
+    );
+    let exited = served.server.terminate().await;
+    assert_eq!(exited.code, Some(0), "SIGHUP must not have ended it");
+    assert!(
+        exited
+            .stdout
+            .iter()
+            .any(|l| l.contains("\"event\":\"keys_reloaded\""))
+    );
+    for key in [&writer, &reader, &scraper] {
+        assert!(
+            !exited.stdout.join("\n").contains(key.as_str())
+                && !exited.stderr.contains(key.as_str())
+        );
+    }
+}
