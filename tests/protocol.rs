@@ -137,9 +137,19 @@ async fn bearer_auth_comes_before_any_mcp_work() {
         let (status, resp_headers, body) =
             raw(&s, reqwest::Method::POST, "/mcp", &h, &discover).await;
         assert_eq!(status, 401, "{auth:?}");
-        assert_eq!(resp_headers["www-authenticate"], "Bearer realm=\"mcp\"");
+        // No token (or another scheme): no error code (RFC 6750, section 3.1).
+        let missing = matches!(auth, None | Some("Basic s3cret"));
+        let challenge = match missing {
+            true => "Bearer realm=\"mcp\"",
+            false => "Bearer realm=\"mcp\", error=\"invalid_token\"",
+        };
+        assert_eq!(resp_headers["www-authenticate"], challenge, "{auth:?}");
         let body: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(body["error"]["message"], "missing or invalid bearer token");
+        let message = match missing {
+            true => "Unauthorized: missing bearer token",
+            false => "Unauthorized: the bearer token is not a key this server knows",
+        };
+        assert_eq!(body["error"]["message"], message);
         assert!(body.get("id").is_none());
     }
     let mut h = headers.to_vec();

@@ -3,15 +3,20 @@
 //! forged result lines, near-repeats), against a model of what each caller may see. After
 //! every call: nothing invisible ever appears, list and stats are exactly the visible set,
 //! a forgotten memory never comes back. Run on one SQLite process, two processes on one
-//! SQLite file behind a random router, two PostgreSQL replicas, and S3 on the emulator.
+//! SQLite file behind a random router, two PostgreSQL replicas, S3 on the emulator, and a
+//! SQLite process that takes only access tokens of a real authorization server: a token
+//! for each tenant, and a read-only one for both, whose writes are refused, and a token
+//! naming the other tenant's header is refused too.
 
 mod support;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
+use support::oauth::{Provider, RESOURCE, claims, signed};
 use support::process::{Running, start};
 use support::{EmbeddingStub, base_env, postgres_database, s3_store};
 
@@ -69,10 +74,16 @@ enum Op {
     Stats {
         caller: usize,
     },
+    /// A caller names the other tenant in its header: refused when credentials bind tenants.
+    Intrude {
+        caller: usize,
+        tool: usize,
+    },
 }
 
-/// Tenants {a, b} × conversations {none, c1, c2}.
-const CALLERS: usize = 6;
+/// Tenants {a, b} × conversations {none, c1, c2}, then a reader of a and of b (under auth:
+/// one read-only token for both tenants).
+const CALLERS: usize = 8;
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -83,6 +94,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..CALLERS, 0..QUERIES.len()).prop_map(|(caller, query)| Op::Recall { caller, query }),
         1 => (0..CALLERS).prop_map(|caller| Op::List { caller }),
         1 => (0..CALLERS).prop_map(|caller| Op::Stats { caller }),
+        1 => (0..CALLERS, 0..5usize).prop_map(|(caller, tool)| Op::Intrude { caller, tool }),
     ]
 }
 
@@ -98,12 +110,21 @@ struct Stored {
 struct Caller {
     tenant: usize,
     conversation: Option<usize>,
+    reader: bool,
 }
 
 fn caller(n: usize) -> Caller {
-    Caller {
-        tenant: n / 3,
-        conversation: [None, Some(1), Some(2)][n % 3],
+    match n {
+        6 | 7 => Caller {
+            tenant: n - 6,
+            conversation: None,
+            reader: true,
+        },
+        _ => Caller {
+            tenant: n / 3,
+            conversation: [None, Some(1), Some(2)][n % 3],
+            reader: false,
+        },
     }
 }
 
@@ -129,6 +150,8 @@ fn ids(text: &str) -> Vec<String> {
 struct Deployment {
     name: &'static str,
     servers: Vec<Running>,
+    /// The authorization server and its keys file, when the servers take only its tokens.
+    auth: Option<(Provider, PathBuf)>,
     _stub: EmbeddingStub,
     _dir: tempfile::TempDir,
 }
@@ -144,6 +167,16 @@ async fn deployment(name: &'static str, processes: usize) -> Deployment {
         "s3" => s3_store(&mut env).await,
         _ => {}
     }
+    let auth = match name {
+        "sqlite-oauth" => {
+            let keys = dir.path().join("issuer-keys.json");
+            let provider = Provider::start(&keys, 0, false).await;
+            env.insert("OAUTH_ISSUER".into(), provider.issuer.clone());
+            env.insert("OAUTH_RESOURCE".into(), RESOURCE.into());
+            Some((provider, keys))
+        }
+        _ => None,
+    };
     let mut servers = Vec::new();
     for _ in 0..processes {
         let mut mine = env.clone();
@@ -152,25 +185,54 @@ async fn deployment(name: &'static str, processes: usize) -> Deployment {
     Deployment {
         name,
         servers,
+        auth,
         _stub: stub,
         _dir: dir,
     }
 }
 
+/// A tool call as `who`, naming its own tenant or (`foreign`) the other one; under auth with
+/// the token of its tenant (a reader's names both, read-only). A refusal by HTTP status reads
+/// as the error `HTTP <status>`.
 async fn call(
+    deployment: &Deployment,
     server: &Running,
     case: usize,
     who: &Caller,
+    foreign: bool,
     tool: &str,
     args: Value,
 ) -> (String, bool) {
-    let tenant = format!("case{case}-{}", ["a", "b"][who.tenant]);
+    let name = |t: usize| format!("case{case}-{}", ["a", "b"][t]);
+    let tenant = name(who.tenant ^ usize::from(foreign));
     let conversation = who.conversation.map(|c| format!("chat:{c}"));
-    let mut headers = vec![("x-tenant-id", tenant.as_str())];
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("x-tenant-id", &tenant)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args}}));
     if let Some(c) = &conversation {
-        headers.push(("x-conversation-id", c.as_str()));
+        request = request.header("x-conversation-id", c);
     }
-    server.call_tool(&headers, tool, args).await
+    if let Some((provider, keys)) = &deployment.auth {
+        let (tenants, scope) = match who.reader {
+            true => (vec![name(0), name(1)], "memory:read"),
+            false => (vec![name(who.tenant)], "memory:read memory:write"),
+        };
+        let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
+        let claims = claims(&provider.issuer, &tenants, |c| c["scope"] = json!(scope));
+        request = request.bearer_auth(signed(keys, &claims));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let reply: Value = response.json().await.unwrap_or(Value::Null);
+    if status != 200 {
+        return (format!("HTTP {status} {reply}"), true);
+    }
+    let text = (reply["result"]["content"][0]["text"].as_str())
+        .unwrap_or_else(|| panic!("not a tool result: {reply}"))
+        .to_owned();
+    (text, reply["result"]["isError"] == true)
 }
 
 /// Runs `ops` on fresh tenants, checking every answer against the model.
@@ -181,7 +243,47 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
     for (step, (op, route)) in ops.into_iter().enumerate() {
         let server = &deployment.servers[route % deployment.servers.len()];
         let context = format!("{} case {case} step {step}: {op:?}", deployment.name);
+        let auth = deployment.auth.is_some();
+        macro_rules! ask {
+            ($who:expr, $tool:expr, $args:expr) => {
+                call(deployment, server, case, $who, false, $tool, $args).await
+            };
+        }
         match op {
+            Op::Intrude { caller: n, tool } => {
+                let who = caller(n);
+                if !auth {
+                    continue;
+                }
+                let (tool, args) = [
+                    ("recall", json!({"query": "deploy pipeline releases"})),
+                    ("list_memories", json!({})),
+                    ("memory_stats", json!({})),
+                    (
+                        "remember",
+                        json!({"content": "planted by the other tenant"}),
+                    ),
+                    (
+                        "forget",
+                        json!({"id": ever.first().cloned().unwrap_or_default()}),
+                    ),
+                ][tool]
+                    .clone();
+                let (answer, is_error) =
+                    call(deployment, server, case, &who, true, tool, args).await;
+                // A reader of both tenants may read either; everyone else is refused by name.
+                let reads = !matches!(tool, "remember" | "forget");
+                if who.reader && reads {
+                    if is_error {
+                        return Err(format!("{context}: {answer}"));
+                    }
+                    continue;
+                }
+                let by_name = answer.contains("may not use tenant");
+                if !is_error || !(by_name || (who.reader && answer.starts_with("HTTP 403"))) {
+                    return Err(format!("{context}: not refused: {answer}"));
+                }
+            }
             Op::Remember {
                 caller: n,
                 content,
@@ -200,14 +302,14 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                 } else {
                     "project"
                 };
-                let (answer, is_error) = call(
-                    server,
-                    case,
-                    &who,
-                    "remember",
-                    json!({"content": text, "scope": scope}),
-                )
-                .await;
+                let (answer, is_error) =
+                    ask!(&who, "remember", json!({"content": text, "scope": scope}));
+                if auth && who.reader {
+                    if !answer.starts_with("HTTP 403") {
+                        return Err(format!("{context}: a read-only token wrote: {answer}"));
+                    }
+                    continue;
+                }
                 if refused || (conversation_scope && who.conversation.is_none()) {
                     if !is_error {
                         return Err(format!("{context}: accepted {answer}"));
@@ -246,8 +348,13 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                     .get(pick)
                     .cloned()
                     .unwrap_or_else(|| "01JZZZZZZZZZZZZZZZZZZZZZZZ".into());
-                let (answer, is_error) =
-                    call(server, case, &who, "forget", json!({"id": id})).await;
+                let (answer, is_error) = ask!(&who, "forget", json!({"id": id}));
+                if auth && who.reader {
+                    if !answer.starts_with("HTTP 403") {
+                        return Err(format!("{context}: a read-only token forgot: {answer}"));
+                    }
+                    continue;
+                }
                 let visible = model.iter().any(|m| m.id == id && who.sees(m));
                 if is_error || answer.starts_with("[MEMORY] Deleted") != visible {
                     return Err(format!("{context}: visible={visible}: {answer}"));
@@ -260,14 +367,11 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
             Op::Recall { caller: n, query } => {
                 let who = caller(n);
                 let (text, refused) = QUERIES[query];
-                let (answer, is_error) = call(
-                    server,
-                    case,
+                let (answer, is_error) = ask!(
                     &who,
                     "recall",
-                    json!({"query": text, "mode": "exploratory"}),
-                )
-                .await;
+                    json!({"query": text, "mode": "exploratory"})
+                );
                 if is_error != refused {
                     return Err(format!("{context}: {answer}"));
                 }
@@ -286,8 +390,7 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
             }
             Op::List { caller: n } => {
                 let who = caller(n);
-                let (answer, is_error) =
-                    call(server, case, &who, "list_memories", json!({"limit": 50})).await;
+                let (answer, is_error) = ask!(&who, "list_memories", json!({"limit": 50}));
                 let mut listed = ids(&answer);
                 let mut visible: Vec<String> = model
                     .iter()
@@ -302,7 +405,7 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
             }
             Op::Stats { caller: n } => {
                 let who = caller(n);
-                let (answer, is_error) = call(server, case, &who, "memory_stats", json!({})).await;
+                let (answer, is_error) = ask!(&who, "memory_stats", json!({}));
                 let visible = model.iter().filter(|m| who.sees(m)).count();
                 let counted: usize = answer
                     .strip_prefix("[MEMORY] ")
@@ -329,6 +432,7 @@ fn every_caller_sees_exactly_what_the_model_allows_on_every_store() {
             deployment("sqlite-two-processes", 2).await,
             deployment("postgres", 2).await,
             deployment("s3", 1).await,
+            deployment("sqlite-oauth", 1).await,
         ]
     });
     let cases = AtomicUsize::new(0);

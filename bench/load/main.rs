@@ -26,11 +26,13 @@
 //! `LOAD_CONCURRENCY=1,8` only those client counts; `LOAD_SECONDS=20` measures each run for
 //! that long (for a profiler to attach); `LOAD_BINARY=/path/to/mcp-memory` runs another
 //! build of the server (to compare two builds in alternating runs: the server starts with
-//! only the environment the bench gives it).
+//! only the environment the bench gives it). `LOAD_AUTH=oauth` makes the server take only
+//! access tokens of a real authorization server and every call carry one (`issuer.rs`).
 //! Results: bench/results/load.json, and a Markdown table on stdout.
 
 mod corpus;
 mod drive;
+mod issuer;
 mod portable;
 #[path = "../postgres.rs"]
 mod postgres;
@@ -88,6 +90,8 @@ struct Plan {
 
 struct Bench {
     client: reqwest::Client,
+    /// `LOAD_AUTH=oauth`: the authorization server whose token every call carries.
+    issuer: Option<issuer::Issuer>,
     stub: stub::Stub,
     plan: Plan,
     postgres: Option<String>,
@@ -121,15 +125,27 @@ async fn main() {
     if let Ok(list) = std::env::var("LOAD_CONCURRENCY") {
         plan.concurrency = list.split(',').filter_map(|c| c.parse().ok()).collect();
     }
+    let scratch = tempfile::tempdir().unwrap();
+    let issuer = match std::env::var("LOAD_AUTH").as_deref() {
+        Ok("oauth") => Some(issuer::start(&scratch.path().join("issuer-keys.json")).await),
+        _ => None,
+    };
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(issuer) = &issuer {
+        let bearer = format!("Bearer {}", issuer.token);
+        headers.insert(reqwest::header::AUTHORIZATION, bearer.parse().unwrap());
+    }
     let mut bench = Bench {
         client: reqwest::Client::builder()
             .pool_max_idle_per_host(64)
+            .default_headers(headers)
             .build()
             .unwrap(),
+        issuer,
         stub: stub::start(),
         plan,
         postgres: std::env::var("TEST_DATABASE_URL").ok(),
-        scratch: tempfile::tempdir().unwrap(),
+        scratch,
         results: Vec::new(),
     };
     if bench.postgres.is_none() {
@@ -298,7 +314,7 @@ impl Bench {
         width: usize,
         model: Option<&str>,
     ) -> Vec<(&'static str, String)> {
-        match model {
+        let mut env = match model {
             Some(model) => vec![
                 ("DATABASE_URL", database_url.to_owned()),
                 ("EMBEDDING_PROVIDER", "local".into()),
@@ -314,7 +330,12 @@ impl Bench {
                 ("EMBEDDING_DIM", width.to_string()),
                 ("RECALL_MIN_SIMILARITY", "0.2".into()),
             ],
+        };
+        if let Some(issuer) = &self.issuer {
+            env.push(("OAUTH_ISSUER", issuer.url.clone()));
+            env.push(("OAUTH_RESOURCE", issuer::RESOURCE.into()));
         }
+        env
     }
 
     /// Writes `rows` straight into the store at `url`, as `seed.rs` does for each backend.

@@ -77,7 +77,8 @@ impl KeyCache {
     pub async fn warm(&self) -> Result<usize, String> {
         let mut attempt = self.attempt.lock().await;
         self.fetch(&mut attempt).await?;
-        Ok(self.read().by_id.len() + self.read().unnamed.len())
+        let held = self.read();
+        Ok(held.by_id.len() + held.unnamed.len())
     }
 
     /// The key that verifies a token naming `kid`.

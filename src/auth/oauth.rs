@@ -83,9 +83,14 @@ impl Settings {
             ("OAUTH_WRITE_SCOPE", &v.oauth_write_scope),
             ("OAUTH_ANY_TENANT_SCOPE", &v.oauth_any_tenant_scope),
         ] {
-            if scope.contains(char::is_whitespace) {
+            // RFC 6749's scope-token: printable ASCII but space, '"' and '\', so that it can
+            // stand in a challenge's quoted scope.
+            let token = !scope.is_empty()
+                && (scope.bytes()).all(|b| matches!(b, 0x21 | 0x23..=0x5b | 0x5d..=0x7e));
+            if !token {
                 return Err(format!(
-                    "{name} must be one scope, without spaces, got \"{scope}\""
+                    "{name} must be one scope, printable ASCII without spaces, quotes or \
+                     backslashes, got \"{scope}\""
                 ));
             }
         }
@@ -358,6 +363,14 @@ mod tests {
                 ("OAUTH_WRITE_SCOPE", "a b"),
             ],
             "OAUTH_WRITE_SCOPE must be one scope",
+        );
+        refused(
+            &[
+                ("OAUTH_ISSUER", "https://id.example.com"),
+                ("OAUTH_RESOURCE", "https://m.example.com/mcp"),
+                ("OAUTH_READ_SCOPE", "read\""),
+            ],
+            "OAUTH_READ_SCOPE must be one scope",
         );
     }
 

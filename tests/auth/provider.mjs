@@ -34,6 +34,8 @@ const CLIENTS = {
   'beta-writer': { scope: 'memory:read memory:write', tenants: ['beta'] },
   'both-reader': { scope: 'memory:read', tenants: ['alpha', 'beta'] },
   gateway: { scope: ALL, tenants: [] },
+  // The TypeScript SDK's own OAuth flow in the interop tests (tests/interop/run.sh).
+  'interop-ts': { scope: 'memory:read memory:write', tenants: ['interop-ts-oauth'] },
 };
 
 const server = createServer();

@@ -8,6 +8,8 @@ then starts `mcp-memory stdio` itself, with the identity the HTTP headers would 
 MEMORY_TENANT / MEMORY_CONVERSATION and the server's configuration from this process's
 DATABASE_URL, EMBEDDING_* and RECALL_* variables.
 
+Over HTTP, MCP_TOKEN (when set) is sent as the bearer token.
+
 Each MODE (and transport) uses its own tenant, so every run can share one database. The client is used exactly as in docs/behavior.md#interop-and-conformance; the texts
 asserted are the user-visible ones fixed by docs/behavior.md#tools (labels and fragments the
 spec says tests may rely on). Prints one line per passed check; on the first failed
@@ -80,6 +82,9 @@ async def connect(target: str, mode: str, headers: dict[str, str]):
         async with Client(server, mode=mode, read_timeout_seconds=60) as client:
             yield client
         return
+    # An access token an authorization server issued (run.sh's OAuth server), when given.
+    if os.environ.get("MCP_TOKEN"):
+        headers = headers | {"Authorization": f"Bearer {os.environ['MCP_TOKEN']}"}
     # trust_env=False: the server is on loopback; an inherited HTTP(S)_PROXY must not
     # capture the traffic.
     async with httpx2.AsyncClient(headers=headers, trust_env=False,

@@ -47,6 +47,8 @@ stop() { # stop PID: TERM, give it the server's 10 s drain deadline plus slack, 
   wait "$pid" 2>/dev/null || true
 }
 cleanup() {
+  stop "${OAUTH_SERVER_PID:-}"
+  stop "${PROVIDER_PID:-}"
   stop "$SERVER_PID"
   stop "$EMBED_PID"
   if [[ "${INTEROP_KEEP:-}" == 1 ]]; then echo "interop: kept $TMP"; else rm -rf "$TMP"; fi
@@ -58,7 +60,7 @@ trap 'exit 143' TERM
 
 show_logs() {
   local f
-  for f in "$TMP/server.out" "$TMP/server.err" "$TMP/embed.err"; do
+  for f in "$TMP/server.out" "$TMP/server.err" "$TMP/embed.err" "$TMP/oauth-server.err" "$TMP/provider.err"; do
     echo "---- $f (last 80 lines) ----"
     tail -n 80 "$f" 2>/dev/null || true
   done
@@ -168,6 +170,55 @@ for client in ts inspector; do
   check "$client over http" bash "$HERE/node_clients.sh" "$client" http "$URL"
   check "$client over stdio" env "${SERVER_ENV[@]}" bash "$HERE/node_clients.sh" "$client" stdio "$BIN"
 done
+# The same clients with access tokens of a real authorization server (oidc-provider, as in
+# tests/auth.rs), against a second server that accepts only those: its own database, since
+# the clients' tenants and facts are the same.
+bash "$REPO/tests/auth/provider.sh" --install
+bash "$REPO/tests/auth/provider.sh" run --port 0 --keys "$TMP/issuer-keys.json" \
+  >"$TMP/provider.out" 2>"$TMP/provider.err" &
+PROVIDER_PID=$!
+OAUTH_PORT="$(free_port)"
+OAUTH_URL="http://127.0.0.1:$OAUTH_PORT/mcp"
+oauth_server_started() {
+  local i issuer
+  for i in $(seq 1 240); do [[ -s "$TMP/provider.out" ]] && break; sleep 0.25; done
+  issuer="http://127.0.0.1:$(awk '{print $2; exit}' "$TMP/provider.out")"
+  [[ "$issuer" =~ :[0-9]+$ ]] || { echo "the authorization server did not start"; cat "$TMP/provider.err"; return 1; }
+  ISSUER="$issuer"
+  env -u MCP_API_KEY -u KNOWLEDGE_BASE_ID HOST=127.0.0.1 PORT="$OAUTH_PORT" "${SERVER_ENV[@]}" \
+    DATABASE_URL="sqlite:$TMP/oauth.db" OAUTH_ISSUER="$ISSUER" OAUTH_RESOURCE="$OAUTH_URL" \
+    "$BIN" >"$TMP/oauth-server.out" 2>"$TMP/oauth-server.err" &
+  OAUTH_SERVER_PID=$!
+  for i in $(seq 1 120); do
+    [[ "$(http_status "http://127.0.0.1:$OAUTH_PORT/health")" == 200 ]] && break
+    sleep 0.5
+  done
+  [[ "$(http_status "$OAUTH_URL")" == 401 ]] || { echo "/mcp without a token is not 401"; return 1; }
+  TOKEN="$(python3 - "$ISSUER" "$OAUTH_URL" <<'PY'
+import base64, json, sys, urllib.parse, urllib.request
+issuer, resource = sys.argv[1:]
+form = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": resource,
+    "scope": "memory:read memory:write memory:any-tenant"}).encode()
+request = urllib.request.Request(f"{issuer}/token", data=form, headers={
+    "Authorization": "Basic " + base64.b64encode(b"gateway:gateway-secret").decode()})
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+print(json.load(opener.open(request, timeout=10))["access_token"])
+PY
+)" || { echo "no token from the authorization server"; return 1; }
+  echo "server with OAuth up on :$OAUTH_PORT, issuer $ISSUER"
+}
+check "server with OAuth start" oauth_server_started
+if [[ -n "${TOKEN:-}" ]]; then
+  for mode in legacy auto; do
+    check "python mcp client with an access token, $mode" env MCP_TOKEN="$TOKEN" \
+      timeout 300 "$VENV/bin/python" "$HERE/mcp_clients.py" "$OAUTH_URL" "$mode"
+  done
+  check "ts with an access token" env MCP_TOKEN="$TOKEN" bash "$HERE/node_clients.sh" ts http "$OAUTH_URL"
+  # The SDK's own flow, as the client the provider binds to one tenant (tests/auth/provider.mjs).
+  check "ts finding the authorization server itself" env MCP_OAUTH_ISSUER="$ISSUER" \
+    INTEROP_TENANT=interop-ts-oauth bash "$HERE/node_clients.sh" ts http "$OAUTH_URL"
+fi
+
 for run in $(bash "$HERE/conformance.sh" --list); do
   check "conformance $run" bash "$HERE/conformance.sh" "$URL" "$TMP/conformance" "$run"
 done

@@ -1,7 +1,9 @@
 // Drive mcp-memory with the TypeScript SDK (@modelcontextprotocol/sdk, pinned in
 // node_clients.sh): every tool, over Streamable HTTP or over stdio.
 //
-//   node ts_client.mjs http URL       the running server, identity in headers
+//   node ts_client.mjs http URL       the running server, identity in headers (and
+//                                     MCP_TOKEN, when set, as the bearer token; with
+//                                     MCP_OAUTH_ISSUER, the SDK gets its own token)
 //   node ts_client.mjs stdio BINARY   each client starts `BINARY stdio`, identity in
 //                                     MEMORY_TENANT / MEMORY_CONVERSATION, the server's
 //                                     configuration from this process's DATABASE_URL,
@@ -12,13 +14,14 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 
 const [how, target] = process.argv.slice(2);
 if (!["http", "stdio"].includes(how) || !target) {
   console.error("usage: node ts_client.mjs http URL | stdio BINARY");
   process.exit(2);
 }
-const TENANT = `interop-ts-${how}`;
+const TENANT = process.env.INTEROP_TENANT ?? `interop-ts-${how}`;
 const FACT = "Integration tests need docker compose up before they run";
 const NOTE = "In this chat the release branch is called orchid";
 const EXPECTED_TOOLS = ["recall", "remember", "list_memories", "forget", "memory_stats"];
@@ -40,7 +43,20 @@ async function connect(conversation) {
   if (how === "http") {
     const headers = { "X-Memory-Tenant": TENANT };
     if (conversation) headers["X-Conversation-Id"] = conversation;
-    transport = new StreamableHTTPClientTransport(new URL(target), { requestInit: { headers } });
+    // An access token an authorization server issued (run.sh's OAuth server), when given.
+    if (process.env.MCP_TOKEN) headers.Authorization = `Bearer ${process.env.MCP_TOKEN}`;
+    const options = { requestInit: { headers } };
+    // Or the SDK's own OAuth: from the server's 401 to its RFC 9728 metadata, the
+    // authorization server's metadata and a client-credentials token for this resource.
+    if (process.env.MCP_OAUTH_ISSUER) {
+      // The SDK asks for the client's configured scope with client credentials (not the
+      // challenge's), as an operator would configure it.
+      options.authProvider = new ClientCredentialsProvider({
+        clientId: "interop-ts", clientSecret: "interop-ts-secret",
+        expectedIssuer: process.env.MCP_OAUTH_ISSUER, scope: "memory:read memory:write",
+      });
+    }
+    transport = new StreamableHTTPClientTransport(new URL(target), options);
   } else {
     const env = Object.fromEntries(SERVER_VARIABLES.filter((k) => k in process.env)
       .map((k) => [k, process.env[k]]));

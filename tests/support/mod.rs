@@ -4,6 +4,7 @@
 
 #[cfg(feature = "s3")]
 pub mod aws;
+pub mod oauth;
 pub mod process;
 
 use std::collections::HashMap;
