@@ -63,8 +63,9 @@ impl RequestContext {
 pub fn resolve(headers: &HeaderMap, credential: &Credential) -> Identity {
     let conversation = conversation(headers)?;
     let tenant = match (tenant(headers), &credential.tenants) {
-        (Err(missing), Tenants::Only(only)) if only.len() == 1 && !sent_tenant(headers) => {
-            Tenant::parse("the credential's tenant", only[0].clone()).map_err(|_| missing)?
+        // A claim the header rules refuse is named as the credential's, not the header's.
+        (Err(_), Tenants::Only(only)) if only.len() == 1 && !sent_tenant(headers) => {
+            Tenant::parse("the credential's tenant", only[0].clone())?
         }
         (tenant, _) => tenant?,
     };

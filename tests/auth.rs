@@ -492,6 +492,36 @@ async fn forged_stale_and_misdirected_tokens_are_refused_and_change_nothing() {
             "key the issuer does not publish",
         ),
         ("tampered payload", tampered, "signature does not verify"),
+        (
+            "an ID token",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| c["nonce"] = json!("n-0S6")),
+            ),
+            "is an ID token",
+        ),
+        (
+            "another type",
+            {
+                let (kid, key) = signing_key(&keys);
+                let mut header = Header::new(Algorithm::RS256);
+                (header.kid, header.typ) = (Some(kid), Some("dpop+jwt".into()));
+                jsonwebtoken::encode(&header, &claims(&issuer, &["alpha"], |_| {}), &key).unwrap()
+            },
+            "not an access token (typ)",
+        ),
+        (
+            "no subject",
+            signed(
+                &keys,
+                &claims(&issuer, &["alpha"], |c| {
+                    let c = c.as_object_mut().unwrap();
+                    c.remove("sub");
+                    c.remove("client_id");
+                }),
+            ),
+            "no sub or client_id claim",
+        ),
         ("garbage", "a.b.c".to_owned(), "cannot be read"),
         (
             "not a JWT",
@@ -828,4 +858,45 @@ async fn keys_bound_to_tenants_and_one_removed_is_refused_after_sighup() {
                 && !exited.stderr.contains(key.as_str())
         );
     }
+}
+
+#[tokio::test]
+async fn an_issuer_that_never_answers_costs_waiting_requests_one_fetch_not_one_each() {
+    // It accepts connections and never answers: every fetch runs to its timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let served = serve_oauth(&issuer).await;
+    let token = {
+        let (_dir, keys) = keys_file();
+        let provider = Provider::start(&keys, 0, false).await;
+        let token = provider
+            .token("alpha-writer", "memory:read memory:write")
+            .await;
+        provider.stop().await;
+        token
+    };
+    let started = std::time::Instant::now();
+    let calls = (0..12).map(|_| call(&served.server, Some(&token), &[], "memory_stats", json!({})));
+    for answer in futures_util::future::join_all(calls).await {
+        assert_eq!(answer.status, 503, "{}", answer.body);
+        let message = answer.body["error"]["message"].as_str().unwrap();
+        assert!(
+            !message.contains(&issuer),
+            "the cause is for the log: {message}"
+        );
+    }
+    // One fetch is at most two metadata places and the key set, 5 s each; twelve requests
+    // that each fetched in turn would take minutes.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    held.abort();
 }

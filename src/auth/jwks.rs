@@ -5,6 +5,7 @@
 //! unreachable: an outage of the identity provider is not an outage of memory.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -17,11 +18,11 @@ use super::Refusal;
 /// How long one fetch may take, all of it.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// The least time between two fetches, whatever tokens arrive: a flood of made-up key ids
-/// costs the issuer one request per interval.
+/// The least time from the end of one fetch to the start of the next, whatever tokens
+/// arrive: a flood of made-up key ids costs the issuer one request per interval.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(5);
-/// After this, the set is fetched again on the next token (the old one serving meanwhile),
-/// so a key the issuer withdrew stops verifying.
+/// After this, the set is fetched again in the background on the next token (the old one
+/// serving meanwhile), so a key the issuer withdrew stops verifying once that fetch lands.
 const MAX_AGE: Duration = Duration::from_secs(3600);
 /// The largest metadata or key set read.
 const MAX_BODY_BYTES: usize = 512 * 1024;
@@ -41,6 +42,7 @@ struct Held {
 
 #[derive(Default)]
 struct Attempt {
+    /// When the last fetch ended.
     at: Option<Instant>,
     /// Why the last fetch failed, for the 503 of a request that finds no key at all.
     error: Option<String>,
@@ -49,27 +51,37 @@ struct Attempt {
 
 pub struct KeyCache {
     issuer: String,
+    /// Whether `OAUTH_JWKS_URI` named the key set (else it is discovered, and discovered
+    /// again after it failed).
+    jwks_configured: bool,
     client: reqwest::Client,
     held: RwLock<Held>,
     /// Held while fetching, so concurrent requests wait for one fetch instead of making many.
     attempt: tokio::sync::Mutex<Attempt>,
+    /// Fetches ended: a request that waited while one ran takes its outcome, never starting
+    /// another, so a slow issuer costs each request one fetch's time at most.
+    fetches: AtomicU64,
 }
 
 impl KeyCache {
     pub fn new(issuer: String, jwks_uri: Option<String>) -> KeyCache {
+        // No redirects: one could lead to a plain-http key set.
         let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("an HTTPS client");
         KeyCache {
             issuer,
+            jwks_configured: jwks_uri.is_some(),
             client,
             held: RwLock::default(),
             attempt: tokio::sync::Mutex::new(Attempt {
                 jwks_uri,
                 ..Attempt::default()
             }),
+            fetches: AtomicU64::new(0),
         }
     }
 
@@ -82,7 +94,7 @@ impl KeyCache {
     }
 
     /// The key that verifies a token naming `kid`.
-    pub async fn key(&self, kid: Option<&str>) -> Result<Arc<Key>, Refusal> {
+    pub async fn key(self: &Arc<Self>, kid: Option<&str>) -> Result<Arc<Key>, Refusal> {
         let (found, fresh) = {
             let held = self.read();
             let fresh = held.fetched.is_some_and(|at| at.elapsed() < MAX_AGE);
@@ -90,23 +102,24 @@ impl KeyCache {
         };
         match (found, fresh) {
             (Some(key), true) => return Ok(key),
-            // Stale: one request fetches, without making anyone wait; the old set serves.
+            // Stale: fetched again in the background; the held set serves meanwhile.
             (Some(key), false) => {
-                if let Ok(mut attempt) = self.attempt.try_lock()
-                    && due(&attempt)
-                {
-                    let _ = self.fetch(&mut attempt).await;
-                }
-                return Ok(find(&self.read(), kid).unwrap_or(key));
+                let cache = Arc::clone(self);
+                tokio::spawn(async move {
+                    if let Ok(mut attempt) = cache.attempt.try_lock()
+                        && due(&attempt)
+                    {
+                        let _ = cache.fetch(&mut attempt).await;
+                    }
+                });
+                return Ok(key);
             }
             (None, _) => {}
         }
+        let seen = self.fetches.load(Ordering::Acquire);
         let mut attempt = self.attempt.lock().await;
-        // Another request may have fetched while this one waited.
-        if let Some(key) = find(&self.read(), kid) {
-            return Ok(key);
-        }
-        if due(&attempt) {
+        // A fetch that ended while this request waited is its answer.
+        if self.fetches.load(Ordering::Acquire) == seen && due(&attempt) {
             let _ = self.fetch(&mut attempt).await;
         }
         let held = self.read();
@@ -114,11 +127,12 @@ impl KeyCache {
             return Ok(key);
         }
         if held.fetched.is_none() {
-            let why = attempt.error.as_deref().unwrap_or("not fetched yet");
-            return Err(Refusal::Unavailable(format!(
-                "the authorization server's signing keys could not be fetched ({why}); \
-                 try again shortly"
-            )));
+            // Why is in the log (`oauth_keys_fetch_failed`), not for any caller to read.
+            return Err(Refusal::Unavailable(
+                "the authorization server's signing keys could not be fetched; try again \
+                 shortly"
+                    .into(),
+            ));
         }
         Err(Refusal::Invalid(match kid {
             Some(_) => "the token is signed with a key the issuer does not publish".into(),
@@ -133,8 +147,9 @@ impl KeyCache {
     /// One fetch of the key set (after the metadata, the first time); on failure the keys
     /// held stay.
     async fn fetch(&self, attempt: &mut Attempt) -> Result<(), String> {
-        attempt.at = Some(Instant::now());
         let outcome = self.fetch_keys(attempt).await;
+        attempt.at = Some(Instant::now());
+        self.fetches.fetch_add(1, Ordering::Release);
         match &outcome {
             Ok(held) => {
                 *self.held.write().unwrap_or_else(|e| e.into_inner()) = Held {
@@ -147,6 +162,10 @@ impl KeyCache {
             Err(e) => {
                 crate::log::error("oauth_keys_fetch_failed", e, &crate::log::Fields::default());
                 attempt.error = Some(e.clone());
+                // A discovered key set that failed may have moved: ask the metadata again.
+                if !self.jwks_configured {
+                    attempt.jwks_uri = None;
+                }
             }
         }
         outcome.map(|_| ())
@@ -157,6 +176,7 @@ impl KeyCache {
             Some(uri) => uri.clone(),
             None => {
                 let uri = self.discover().await?;
+                super::oauth::fetchable("the issuer's jwks_uri", &uri)?;
                 attempt.jwks_uri = Some(uri.clone());
                 uri
             }
@@ -214,12 +234,14 @@ impl KeyCache {
         for place in places {
             match self.get(&place).await {
                 Ok(metadata) => {
-                    if metadata["issuer"].as_str().map(|i| i.trim_end_matches('/')) != Some(issuer)
-                    {
-                        return Err(format!(
+                    let named = metadata["issuer"].as_str().map(|i| i.trim_end_matches('/'));
+                    // Another issuer's metadata (a host-wide document) is passed over.
+                    if named != Some(issuer) {
+                        errors.push(format!(
                             "{place} names issuer {}, not OAUTH_ISSUER {issuer}",
                             metadata["issuer"]
                         ));
+                        continue;
                     }
                     return (metadata["jwks_uri"].as_str())
                         .map(str::to_owned)

@@ -108,6 +108,7 @@ pub struct NewKey {
 /// Mints a key into the file at `path` (creating it), and returns the key: the only time it
 /// is ever shown.
 pub fn add(path: &Path, new: NewKey) -> Result<(Entry, String), String> {
+    let _lock = lock(path)?;
     let mut entries = match path.exists() {
         true => read(path)?,
         false => Vec::new(),
@@ -146,6 +147,7 @@ pub fn add(path: &Path, new: NewKey) -> Result<(Entry, String), String> {
 /// Removes the key named `name` from the file; a server re-reading it (SIGHUP) refuses the
 /// key from then on.
 pub fn remove(path: &Path, name: &str) -> Result<(), String> {
+    let _lock = lock(path)?;
     let mut entries = read(path)?;
     let before = entries.len();
     entries.retain(|e| e.name != name);
@@ -174,6 +176,22 @@ impl Entry {
         };
         format!("{}\t{access}\t{tenants}\t{}", self.name, self.created_at)
     }
+}
+
+/// Held while `keys add` or `keys remove` reads, changes and writes the file, so two at once
+/// cannot lose a key: an exclusive lock on `<file>.lock` beside it.
+fn lock(path: &Path) -> Result<std::fs::File, String> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    file.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(file)
 }
 
 fn read(path: &Path) -> Result<Vec<Entry>, String> {
@@ -216,10 +234,12 @@ fn check(entry: &Entry) -> Result<(), String> {
             entry.name
         ));
     }
-    let hash_ok = entry.sha256.len() == 64 && entry.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+    // Lower case, as `admit` compares it.
+    let hash_ok = entry.sha256.len() == 64
+        && (entry.sha256.bytes()).all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !hash_ok {
         return Err(format!(
-            "key \"{}\": sha256 must be 64 hex digits",
+            "key \"{}\": sha256 must be 64 lower-case hex digits",
             entry.name
         ));
     }

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::context::Access;
@@ -102,8 +103,18 @@ impl Credential {
 /// character), which keeps it within every store's bounds.
 pub const MAX_NAME_BYTES: usize = 256;
 
-/// `kind:who`, at most `MAX_NAME_BYTES`.
+/// `kind:who`, at most `MAX_NAME_BYTES`, its control characters replaced (U+FFFD): a name is
+/// written to every store and export as it is, and none of them takes a NUL.
 fn name_of(kind: &str, who: &str) -> String {
+    let who: String = (who.chars())
+        .map(|c| {
+            if c.is_control() {
+                char::REPLACEMENT_CHARACTER
+            } else {
+                c
+            }
+        })
+        .collect();
     let mut name = format!("{kind}:{who}");
     if name.len() > MAX_NAME_BYTES {
         let mut end = MAX_NAME_BYTES;
@@ -129,7 +140,9 @@ pub enum Refusal {
 
 /// The configured credentials, checked once per request at the HTTP edge.
 pub struct Gate {
-    shared: Option<String>,
+    /// The SHA-256 of `MCP_API_KEY`: compared with the token's, so the comparison takes the
+    /// same time whatever the token's length.
+    shared: Option<[u8; 32]>,
     keys: Option<keys::Keyring>,
     oauth: Option<ResourceServer>,
 }
@@ -143,7 +156,7 @@ impl Gate {
             .transpose()?;
         let oauth = oauth::Settings::resolve(&variables)?.map(ResourceServer::new);
         Ok(Gate {
-            shared: variables.mcp_api_key,
+            shared: (variables.mcp_api_key.as_deref()).map(|key| Sha256::digest(key).into()),
             keys,
             oauth,
         })
@@ -176,7 +189,7 @@ impl Gate {
         // Each check is in constant time in the token (`ct_eq`, the hash of `keys`); a token
         // of one kind is then tried as the next.
         if let Some(shared) = &self.shared
-            && bool::from(token.as_bytes().ct_eq(shared.as_bytes()))
+            && bool::from(Sha256::digest(token).as_slice().ct_eq(shared))
         {
             return Ok(Credential::anyone());
         }
@@ -232,7 +245,18 @@ impl Gate {
 pub fn upkeep(gate: Arc<Gate>) -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     let hangups = (gate.keys.is_some())
-        .then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok())
+        .then(|| {
+            let registered = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+            registered
+                .map_err(|e| {
+                    log::error(
+                        "sighup_unavailable",
+                        &e.to_string(),
+                        &log::Fields::default(),
+                    )
+                })
+                .ok()
+        })
         .flatten();
     async move {
         let reloads = async {
@@ -274,7 +298,7 @@ mod tests {
 
     fn shared(key: &str) -> Gate {
         Gate {
-            shared: Some(key.into()),
+            shared: Some(Sha256::digest(key).into()),
             ..Gate::none()
         }
     }
@@ -309,6 +333,13 @@ mod tests {
             );
         }
         assert_eq!(gate.admit(None).await, Err(Refusal::Missing));
+    }
+
+    #[test]
+    fn a_name_keeps_no_control_character_and_no_more_than_its_bound() {
+        assert_eq!(name_of("oauth", "a\u{0}b\nc"), "oauth:a\u{fffd}b\u{fffd}c");
+        let long = name_of("oauth", &"가".repeat(200));
+        assert!(long.len() <= MAX_NAME_BYTES && long.len() > MAX_NAME_BYTES - 3);
     }
 
     #[tokio::test]

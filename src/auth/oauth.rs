@@ -42,7 +42,19 @@ pub(super) struct Settings {
 impl Settings {
     pub(super) fn resolve(v: &Variables) -> Result<Option<Settings>, String> {
         let (issuer, resource) = match (&v.oauth_issuer, &v.oauth_resource) {
-            (None, None) => return Ok(None),
+            // A setting of OAuth without the server it belongs to would start an open server.
+            (None, None) => {
+                let stray = [
+                    ("OAUTH_AUDIENCE", &v.oauth_audience),
+                    ("OAUTH_JWKS_URI", &v.oauth_jwks_uri),
+                ];
+                if let Some((name, _)) = stray.iter().find(|(_, value)| value.is_some()) {
+                    return Err(format!(
+                        "{name} is set without OAUTH_ISSUER and OAUTH_RESOURCE, which turn OAuth on"
+                    ));
+                }
+                return Ok(None);
+            }
             (Some(issuer), Some(resource)) => (issuer, resource),
             (Some(_), None) => {
                 return Err(
@@ -108,7 +120,7 @@ impl Settings {
 }
 
 /// An issuer's URL: https, or http to this machine only (a test's, a sidecar's).
-fn fetchable(name: &str, raw: &str) -> Result<(), String> {
+pub(super) fn fetchable(name: &str, raw: &str) -> Result<(), String> {
     let url = reqwest::Url::parse(raw)
         .map_err(|e| format!("{name} must be an absolute URL, got \"{raw}\": {e}"))?;
     let loopback = match url.host_str() {
@@ -128,7 +140,7 @@ fn fetchable(name: &str, raw: &str) -> Result<(), String> {
 
 pub struct ResourceServer {
     settings: Settings,
-    keys: KeyCache,
+    keys: std::sync::Arc<KeyCache>,
 }
 
 /// Whether `token` has a JWT's three parts; anything else is not tried as one.
@@ -138,7 +150,7 @@ pub(super) fn looks_like_jwt(token: &str) -> bool {
 
 impl ResourceServer {
     pub(super) fn new(settings: Settings) -> ResourceServer {
-        let keys = KeyCache::new(settings.issuer.clone(), settings.jwks_uri.clone());
+        let keys = KeyCache::new(settings.issuer.clone(), settings.jwks_uri.clone()).into();
         ResourceServer { settings, keys }
     }
 
@@ -187,6 +199,13 @@ impl ResourceServer {
         let invalid = |why: &str| Refusal::Invalid(why.to_owned());
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| invalid("the token's header cannot be read, or its algorithm is not a public-key algorithm (RS*, PS*, ES*, EdDSA)"))?;
+        // An ID token is for the client, not for this server (RFC 9068, section 4): one that
+        // names its type as anything but an access token's or a plain JWT's is refused here,
+        // one that does not, by its claims below.
+        let typ = header.typ.as_deref().map(str::to_ascii_lowercase);
+        if typ.is_some_and(|t| !matches!(t.as_str(), "at+jwt" | "application/at+jwt" | "jwt")) {
+            return Err(invalid("the token is not an access token (typ)"));
+        }
         if !ALGORITHMS.contains(&header.alg) {
             return Err(invalid(
                 "the token must be signed with a public-key algorithm (RS*, PS*, ES*, EdDSA)",
@@ -206,10 +225,22 @@ impl ResourceServer {
         let claims = jsonwebtoken::decode::<Value>(token, &key.key, &validation)
             .map_err(|e| Refusal::Invalid(why(e.kind(), s)))?
             .claims;
-        Ok(self.credential(&claims))
+        // jsonwebtoken takes a list of issuers that holds ours; a token has one.
+        if claims["iss"].as_str() != Some(s.issuer.as_str()) {
+            return Err(invalid(&format!("the token is not from {}", s.issuer)));
+        }
+        if ["nonce", "at_hash", "c_hash"]
+            .iter()
+            .any(|c| claims.get(*c).is_some())
+        {
+            return Err(invalid("the token is an ID token, not an access token"));
+        }
+        self.credential(&claims)
+            .ok_or_else(|| invalid("the token has no sub or client_id claim"))
     }
 
-    fn credential(&self, claims: &Value) -> Credential {
+    /// What the claims grant, or None without a subject to name the caller by.
+    fn credential(&self, claims: &Value) -> Option<Credential> {
         let s = &self.settings;
         let scopes = scopes(claims);
         let has = |scope: &str| scopes.iter().any(|s| s == scope);
@@ -219,15 +250,15 @@ impl ResourceServer {
         };
         let who = (claims["sub"].as_str())
             .or(claims["client_id"].as_str())
-            .unwrap_or("unknown");
-        Credential {
+            .filter(|w| !w.is_empty())?;
+        Some(Credential {
             name: Some(super::name_of("oauth", who)),
             tenants,
             access: Access {
                 read: has(&s.read_scope),
                 write: has(&s.write_scope),
             },
-        }
+        })
     }
 }
 
@@ -365,6 +396,10 @@ mod tests {
             "OAUTH_WRITE_SCOPE must be one scope",
         );
         refused(
+            &[("OAUTH_AUDIENCE", "api://memory")],
+            "OAUTH_AUDIENCE is set without",
+        );
+        refused(
             &[
                 ("OAUTH_ISSUER", "https://id.example.com"),
                 ("OAUTH_RESOURCE", "https://m.example.com/mcp"),
@@ -396,10 +431,12 @@ mod tests {
     #[test]
     fn tenants_and_access_come_from_the_claims() {
         let server = server(&[("OAUTH_TENANT_CLAIM", "ext.projects")]);
-        let credential = server.credential(&json!({
-            "sub": "alice", "scope": "openid memory:read",
-            "ext": {"projects": ["a", "b", 7]}
-        }));
+        let credential = server
+            .credential(&json!({
+                "sub": "alice", "scope": "openid memory:read",
+                "ext": {"projects": ["a", "b", 7]}
+            }))
+            .unwrap();
         assert_eq!(credential.name.as_deref(), Some("oauth:alice"));
         assert_eq!(
             credential.tenants,
@@ -414,7 +451,8 @@ mod tests {
         );
         let gateway = server.credential(&json!({
             "client_id": "gw", "scp": ["memory:write", "memory:any-tenant"], "ext": {"projects": "a"}
-        }));
+        }))
+        .unwrap();
         assert_eq!(gateway.name.as_deref(), Some("oauth:gw"));
         assert_eq!(gateway.tenants, Tenants::Any);
         assert_eq!(
@@ -433,10 +471,17 @@ mod tests {
             .unwrap()
             .unwrap(),
         );
-        let namespaced = auth0.credential(&json!({"https://memory.example.com/tenants": ["a"]}));
+        let namespaced = auth0
+            .credential(&json!({"sub": "s", "https://memory.example.com/tenants": ["a"]}))
+            .unwrap();
         assert_eq!(namespaced.tenants, Tenants::Only(vec!["a".into()]));
         let entra = server.credential(&json!({"sub": "x", "roles": ["memory:read"]}));
-        assert_eq!(entra.tenants, Tenants::Only(vec![]));
-        assert!(entra.access.read);
+        assert_eq!(entra.as_ref().unwrap().tenants, Tenants::Only(vec![]));
+        assert!(entra.unwrap().access.read);
+        // Nobody to name: refused (RFC 9068 requires `sub`).
+        assert_eq!(
+            server.credential(&json!({"scope": "memory:read", "sub": ""})),
+            None
+        );
     }
 }

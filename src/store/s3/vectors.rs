@@ -301,8 +301,9 @@ pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {
             field: "category",
             limit: FILTERABLE_BYTES,
             message: format!(
-                "the filterable metadata is {filterable_bytes} bytes against a \
-                 {FILTERABLE_BYTES} byte limit; shorten the category."
+                "the filterable metadata (type, scope, category, conversation id, author, \
+                 replaces, expiry) is {filterable_bytes} bytes against a {FILTERABLE_BYTES} \
+                 byte limit; shorten the category."
             ),
         });
     }
