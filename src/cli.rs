@@ -266,7 +266,16 @@ pub async fn check_config(variables: Variables) -> ExitCode {
         eprintln!("the store does not answer: {e}");
         return ExitCode::FAILURE;
     }
-    println!("store: answered\nconfiguration OK");
+    println!("store: answered");
+    match app.gate.warm().await {
+        Some(Ok(keys)) => println!("auth: the authorization server's signing keys: {keys}"),
+        Some(Err(e)) => {
+            eprintln!("the authorization server's signing keys cannot be fetched: {e}");
+            return ExitCode::FAILURE;
+        }
+        None => {}
+    }
+    println!("configuration OK");
     ExitCode::SUCCESS
 }
 

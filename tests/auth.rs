@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,8 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use support::oauth::{Provider, RESOURCE, claims, now, signed, signing_key};
-use support::process::{BINARY, Running, free_port, start};
-use support::{EmbeddingStub, base_env};
+use support::process::{BINARY, Running, Served, free_port, serve};
 
 struct Answer {
     status: u16,
@@ -76,28 +74,19 @@ fn result(answer: &Answer) -> (String, bool) {
     (text, answer.body["result"]["isError"] == true)
 }
 
+/// A tool call's text and error flag, as `result` reads it.
+async fn ask(
+    server: &Running,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    name: &str,
+    args: Value,
+) -> (String, bool) {
+    result(&call(server, token, headers, name, args).await)
+}
+
 fn tenant(name: &str) -> [(&str, &str); 1] {
     [("x-memory-tenant", name)]
-}
-
-struct Served {
-    server: Running,
-    _stub: EmbeddingStub,
-    dir: tempfile::TempDir,
-}
-
-async fn serve(extra: &[(&str, &str)]) -> Served {
-    let stub = EmbeddingStub::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut env: HashMap<String, String> = base_env(&stub, &dir.path().join("memory.db"));
-    for (k, v) in extra {
-        env.insert((*k).into(), (*v).into());
-    }
-    Served {
-        server: start(&mut env).await,
-        _stub: stub,
-        dir,
-    }
 }
 
 async fn serve_oauth(issuer: &str) -> Served {
@@ -163,6 +152,31 @@ async fn the_metadata_names_the_issuer_and_a_request_without_a_token_is_told_whe
     )
     .await;
     assert_eq!(listed.status, 401);
+
+    // --check-config fetches the issuer's keys, and fails when it cannot.
+    // (tokio's process: the embedding stub answering it runs on this test's runtime.)
+    let check = |issuer: String| {
+        let mut env = support::base_env(&served.stub, &served.dir.path().join("check.db"));
+        env.insert("OAUTH_ISSUER".into(), issuer);
+        env.insert("OAUTH_RESOURCE".into(), RESOURCE.into());
+        async move {
+            let mut command = tokio::process::Command::new(BINARY);
+            command.env_clear().envs(env).arg("--check-config");
+            command.output().await.unwrap()
+        }
+    };
+    let checked = check(provider.issuer.clone()).await;
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success() && said.contains("signing keys: 1"),
+        "{said}"
+    );
+    let dead = check(format!("http://127.0.0.1:{}", free_port())).await;
+    let said = String::from_utf8_lossy(&dead.stderr);
+    assert!(
+        !dead.status.success() && said.contains("signing keys cannot be fetched"),
+        "{said}"
+    );
     provider.stop().await;
 }
 
@@ -185,30 +199,26 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
         .await;
 
     // A token of one tenant needs no header; the memory records who wrote it.
-    let (stored, failed) = result(
-        &call(
-            server,
-            Some(&writer),
-            &[],
-            "remember",
-            json!({"content": "alpha deploys with helm"}),
-        )
-        .await,
-    );
+    let (stored, failed) = ask(
+        server,
+        Some(&writer),
+        &[],
+        "remember",
+        json!({"content": "alpha deploys with helm"}),
+    )
+    .await;
     assert!(
         !failed && stored.starts_with("[MEMORY] Stored as "),
         "{stored}"
     );
-    let (listed, _) = result(
-        &call(
-            server,
-            Some(&writer),
-            &tenant("alpha"),
-            "list_memories",
-            json!({}),
-        )
-        .await,
-    );
+    let (listed, _) = ask(
+        server,
+        Some(&writer),
+        &tenant("alpha"),
+        "list_memories",
+        json!({}),
+    )
+    .await;
     assert!(
         listed.contains("written by \"oauth:alpha-writer\""),
         "{listed}"
@@ -225,16 +235,14 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
         structured.body["result"]["structuredContent"]["memories"][0]["author"],
         "oauth:alpha-writer"
     );
-    result(
-        &call(
-            server,
-            Some(&beta),
-            &[],
-            "remember",
-            json!({"content": "beta deploys with nomad"}),
-        )
-        .await,
-    );
+    ask(
+        server,
+        Some(&beta),
+        &[],
+        "remember",
+        json!({"content": "beta deploys with nomad"}),
+    )
+    .await;
 
     // The header of another tenant is refused by name, and nothing of it is read.
     for (token, tool) in [
@@ -242,16 +250,14 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
         (&writer, "remember"),
         (&reader, "list_memories"),
     ] {
-        let (text, failed) = result(
-            &call(
-                server,
-                Some(token),
-                &tenant("beta"),
-                tool,
-                json!({"query": "deploys", "content": "x"}),
-            )
-            .await,
-        );
+        let (text, failed) = ask(
+            server,
+            Some(token),
+            &tenant("beta"),
+            tool,
+            json!({"query": "deploys", "content": "x"}),
+        )
+        .await;
         assert!(failed, "{tool}: {text}");
         assert!(
             text.contains("may not use tenant \"beta\""),
@@ -261,16 +267,14 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
     }
 
     // A read-only token reads, and may not write: 403 insufficient_scope, nothing stored.
-    let (recalled, _) = result(
-        &call(
-            server,
-            Some(&reader),
-            &[],
-            "recall",
-            json!({"query": "how does alpha deploy"}),
-        )
-        .await,
-    );
+    let (recalled, _) = ask(
+        server,
+        Some(&reader),
+        &[],
+        "recall",
+        json!({"query": "how does alpha deploy"}),
+    )
+    .await;
     assert!(recalled.contains("helm"), "{recalled}");
     for (tool, args) in [
         ("remember", json!({"content": "alpha uses kubectl"})),
@@ -295,47 +299,41 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
                 .contains("needs write access")
         );
     }
-    let (stats, _) = result(&call(server, Some(&reader), &[], "memory_stats", json!({})).await);
+    let (stats, _) = ask(server, Some(&reader), &[], "memory_stats", json!({})).await;
     assert!(stats.contains("1 memor"), "{stats}");
 
     // A token of two tenants reads either, by its header, and must name one.
     for (name, fact) in [("alpha", "helm"), ("beta", "nomad")] {
-        let (text, _) = result(
-            &call(
-                server,
-                Some(&both),
-                &tenant(name),
-                "recall",
-                json!({"query": "how do we deploy"}),
-            )
-            .await,
-        );
-        assert!(text.contains(fact), "{name}: {text}");
-    }
-    let (text, failed) = result(
-        &call(
+        let (text, _) = ask(
             server,
             Some(&both),
-            &[],
+            &tenant(name),
             "recall",
-            json!({"query": "deploy"}),
+            json!({"query": "how do we deploy"}),
         )
-        .await,
-    );
+        .await;
+        assert!(text.contains(fact), "{name}: {text}");
+    }
+    let (text, failed) = ask(
+        server,
+        Some(&both),
+        &[],
+        "recall",
+        json!({"query": "deploy"}),
+    )
+    .await;
     assert!(failed && text.contains("header is required"), "{text}");
 
     // The gateway's scope lets it act for any tenant its header stamps.
     let stamped = [("x-tenant-id", "gamma")];
-    let (stored, failed) = result(
-        &call(
-            server,
-            Some(&gateway),
-            &stamped,
-            "remember",
-            json!({"content": "gamma runs on fridays"}),
-        )
-        .await,
-    );
+    let (stored, failed) = ask(
+        server,
+        Some(&gateway),
+        &stamped,
+        "remember",
+        json!({"content": "gamma runs on fridays"}),
+    )
+    .await;
     assert!(!failed, "{stored}");
 
     let exited = served.server.terminate().await;
@@ -387,16 +385,14 @@ async fn forged_stale_and_misdirected_tokens_are_refused_and_change_nothing() {
         .token("alpha-writer", "memory:read memory:write")
         .await;
     let honest = signed(&keys, &claims(&issuer, &["alpha"], |_| {}));
-    let (ok, failed) = result(
-        &call(
-            server,
-            Some(&honest),
-            &[],
-            "remember",
-            json!({"content": "the forger's control"}),
-        )
-        .await,
-    );
+    let (ok, failed) = ask(
+        server,
+        Some(&honest),
+        &[],
+        "remember",
+        json!({"content": "the forger's control"}),
+    )
+    .await;
     assert!(
         !failed,
         "a token signed with the issuer's key is good: {ok}"
@@ -550,16 +546,14 @@ async fn forged_stale_and_misdirected_tokens_are_refused_and_change_nothing() {
         }
     }
     // Only the control was stored.
-    let (listed, _) = result(
-        &call(
-            server,
-            Some(&gateway),
-            &tenant("alpha"),
-            "list_memories",
-            json!({}),
-        )
-        .await,
-    );
+    let (listed, _) = ask(
+        server,
+        Some(&gateway),
+        &tenant("alpha"),
+        "list_memories",
+        json!({}),
+    )
+    .await;
     assert!(
         listed.contains("the forger's control") && !listed.contains("wrote this"),
         "{listed}"
@@ -578,16 +572,14 @@ async fn a_rotation_is_followed_an_outage_is_ridden_out_and_a_dead_issuer_is_a_c
     let old = provider
         .token("alpha-writer", "memory:read memory:write")
         .await;
-    result(
-        &call(
-            server,
-            Some(&old),
-            &[],
-            "remember",
-            json!({"content": "before the rotation"}),
-        )
-        .await,
-    );
+    ask(
+        server,
+        Some(&old),
+        &[],
+        "remember",
+        json!({"content": "before the rotation"}),
+    )
+    .await;
 
     // The issuer restarts with a new signing key first; the server, not restarted, follows.
     provider.stop().await;
@@ -623,20 +615,18 @@ async fn a_rotation_is_followed_an_outage_is_ridden_out_and_a_dead_issuer_is_a_c
     }
     let (text, failed) = result(&answer);
     assert!(!failed, "{text}");
-    result(
-        &call(
-            server,
-            Some(&old),
-            &[],
-            "recall",
-            json!({"query": "rotation"}),
-        )
-        .await,
-    );
+    ask(
+        server,
+        Some(&old),
+        &[],
+        "recall",
+        json!({"query": "rotation"}),
+    )
+    .await;
 
     // The issuer goes away: tokens of the keys held keep working.
     provider.stop().await;
-    let (text, failed) = result(&call(server, Some(&new), &[], "list_memories", json!({})).await);
+    let (text, failed) = ask(server, Some(&new), &[], "list_memories", json!({})).await;
     assert!(
         !failed && text.contains("after the rotation") && text.contains("before the rotation"),
         "{text}"
@@ -645,7 +635,7 @@ async fn a_rotation_is_followed_an_outage_is_ridden_out_and_a_dead_issuer_is_a_c
         &keys,
         &claims(&format!("http://127.0.0.1:{port}"), &["alpha"], |_| {}),
     );
-    result(&call(server, Some(&fresh), &[], "memory_stats", json!({})).await);
+    ask(server, Some(&fresh), &[], "memory_stats", json!({})).await;
 
     // A server whose issuer was never reached says so, at once, as its own outage.
     let dead = format!("http://127.0.0.1:{}", free_port());
@@ -737,38 +727,32 @@ async fn keys_bound_to_tenants_and_one_removed_is_refused_after_sighup() {
 
     let served = serve(&[("MCP_KEYS_FILE", file.to_str().unwrap())]).await;
     let server = &served.server;
-    let (text, failed) = result(
-        &call(
-            server,
-            Some(&writer),
-            &[],
-            "remember",
-            json!({"content": "ci caches cargo"}),
-        )
-        .await,
-    );
+    let (text, failed) = ask(
+        server,
+        Some(&writer),
+        &[],
+        "remember",
+        json!({"content": "ci caches cargo"}),
+    )
+    .await;
     assert!(!failed, "{text}");
-    let (text, _) = result(
-        &call(
-            server,
-            Some(&reader),
-            &tenant("alpha"),
-            "list_memories",
-            json!({}),
-        )
-        .await,
-    );
+    let (text, _) = ask(
+        server,
+        Some(&reader),
+        &tenant("alpha"),
+        "list_memories",
+        json!({}),
+    )
+    .await;
     assert!(text.contains("written by \"key:ci\""), "{text}");
-    let (text, failed) = result(
-        &call(
-            server,
-            Some(&writer),
-            &tenant("beta"),
-            "recall",
-            json!({"query": "cargo"}),
-        )
-        .await,
-    );
+    let (text, failed) = ask(
+        server,
+        Some(&writer),
+        &tenant("beta"),
+        "recall",
+        json!({"query": "cargo"}),
+    )
+    .await;
     assert!(
         failed && text.contains("key:ci may not use tenant \"beta\""),
         "{text}"
@@ -818,7 +802,7 @@ async fn keys_bound_to_tenants_and_one_removed_is_refused_after_sighup() {
 
     // Removed from the file, the key works until the server re-reads it.
     keys_command(&file, &["remove", "ci"]);
-    result(&call(server, Some(&writer), &[], "memory_stats", json!({})).await);
+    ask(server, Some(&writer), &[], "memory_stats", json!({})).await;
     support::process::signal(server.pid(), "HUP");
     let mut status = 200;
     for _ in 0..2400 {
@@ -834,16 +818,14 @@ async fn keys_bound_to_tenants_and_one_removed_is_refused_after_sighup() {
         status, 401,
         "the removed key still works a minute after SIGHUP"
     );
-    result(
-        &call(
-            server,
-            Some(&reader),
-            &tenant("beta"),
-            "memory_stats",
-            json!({}),
-        )
-        .await,
-    );
+    ask(
+        server,
+        Some(&reader),
+        &tenant("beta"),
+        "memory_stats",
+        json!({}),
+    )
+    .await;
     let exited = served.server.terminate().await;
     assert_eq!(exited.code, Some(0), "SIGHUP must not have ended it");
     assert!(

@@ -8,35 +8,13 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::process::{Running, start};
-use support::{EmbeddingStub, base_env};
+use support::process::{Running, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ACME: [(&str, &str); 1] = [("x-memory-tenant", "acme")];
-
-struct Served {
-    server: Running,
-    stub: EmbeddingStub,
-    _dir: tempfile::TempDir,
-}
-
-async fn serve(extra: &[(&str, &str)]) -> Served {
-    let stub = EmbeddingStub::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut env: HashMap<String, String> = base_env(&stub, &dir.path().join("memory.db"));
-    for (k, v) in extra {
-        env.insert((*k).into(), (*v).into());
-    }
-    Served {
-        server: start(&mut env).await,
-        stub,
-        _dir: dir,
-    }
-}
 
 /// A memory of distinct words, padded with control characters, which JSON escapes to six
 /// bytes each: about 340 KB of answer for 28 KB stored.

@@ -27,12 +27,16 @@
 //! that long (for a profiler to attach); `LOAD_BINARY=/path/to/mcp-memory` runs another
 //! build of the server (to compare two builds in alternating runs: the server starts with
 //! only the environment the bench gives it). `LOAD_AUTH=oauth` makes the server take only
-//! access tokens of a real authorization server and every call carry one (`issuer.rs`).
+//! access tokens of a real authorization server and every call carry one (a gateway's, of
+//! `oidc-provider`: `tests/support/oauth.rs`).
 //! Results: bench/results/load.json, and a Markdown table on stdout.
 
 mod corpus;
 mod drive;
-mod issuer;
+// The tests' authorization server (tests/auth/provider.sh), for `LOAD_AUTH=oauth`.
+#[path = "../../tests/support/oauth.rs"]
+#[allow(dead_code)] // the bench takes its tokens from it, never forges one
+mod oauth;
 mod portable;
 #[path = "../postgres.rs"]
 mod postgres;
@@ -91,7 +95,7 @@ struct Plan {
 struct Bench {
     client: reqwest::Client,
     /// `LOAD_AUTH=oauth`: the authorization server whose token every call carries.
-    issuer: Option<issuer::Issuer>,
+    issuer: Option<oauth::Provider>,
     stub: stub::Stub,
     plan: Plan,
     postgres: Option<String>,
@@ -127,12 +131,15 @@ async fn main() {
     }
     let scratch = tempfile::tempdir().unwrap();
     let issuer = match std::env::var("LOAD_AUTH").as_deref() {
-        Ok("oauth") => Some(issuer::start(&scratch.path().join("issuer-keys.json")).await),
+        Ok("oauth") => {
+            Some(oauth::Provider::start(&scratch.path().join("issuer-keys.json"), 0, false).await)
+        }
         _ => None,
     };
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(issuer) = &issuer {
-        let bearer = format!("Bearer {}", issuer.token);
+        let scopes = "memory:read memory:write memory:any-tenant";
+        let bearer = format!("Bearer {}", issuer.token("gateway", scopes).await);
         headers.insert(reqwest::header::AUTHORIZATION, bearer.parse().unwrap());
     }
     let mut bench = Bench {
@@ -332,8 +339,8 @@ impl Bench {
             ],
         };
         if let Some(issuer) = &self.issuer {
-            env.push(("OAUTH_ISSUER", issuer.url.clone()));
-            env.push(("OAUTH_RESOURCE", issuer::RESOURCE.into()));
+            env.push(("OAUTH_ISSUER", issuer.issuer.clone()));
+            env.push(("OAUTH_RESOURCE", oauth::RESOURCE.into()));
         }
         env
     }

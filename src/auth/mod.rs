@@ -10,6 +10,7 @@
 mod jwks;
 pub mod keys;
 mod oauth;
+mod verified;
 
 use std::path::PathBuf;
 use std::sync::Arc;

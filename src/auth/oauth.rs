@@ -6,7 +6,10 @@
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Value, json};
 
+use sha2::{Digest, Sha256};
+
 use super::jwks::KeyCache;
+use super::verified::Verified;
 use super::{Credential, Refusal, Tenants, Variables};
 use crate::context::Access;
 
@@ -141,6 +144,7 @@ pub(super) fn fetchable(name: &str, raw: &str) -> Result<(), String> {
 pub struct ResourceServer {
     settings: Settings,
     keys: std::sync::Arc<KeyCache>,
+    verified: Verified,
 }
 
 /// Whether `token` has a JWT's three parts; anything else is not tried as one.
@@ -151,7 +155,11 @@ pub(super) fn looks_like_jwt(token: &str) -> bool {
 impl ResourceServer {
     pub(super) fn new(settings: Settings) -> ResourceServer {
         let keys = KeyCache::new(settings.issuer.clone(), settings.jwks_uri.clone()).into();
-        ResourceServer { settings, keys }
+        ResourceServer {
+            settings,
+            keys,
+            verified: Verified::default(),
+        }
     }
 
     pub(super) async fn warm(&self) -> Result<usize, String> {
@@ -196,6 +204,10 @@ impl ResourceServer {
     }
 
     pub(super) async fn admit(&self, token: &str) -> Result<Credential, Refusal> {
+        let digest: [u8; 32] = Sha256::digest(token).into();
+        if let Some(credential) = self.verified.get(&digest) {
+            return Ok(credential);
+        }
         let invalid = |why: &str| Refusal::Invalid(why.to_owned());
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| invalid("the token's header cannot be read, or its algorithm is not a public-key algorithm (RS*, PS*, ES*, EdDSA)"))?;
@@ -235,8 +247,16 @@ impl ResourceServer {
         {
             return Err(invalid("the token is an ID token, not an access token"));
         }
-        self.credential(&claims)
-            .ok_or_else(|| invalid("the token has no sub or client_id claim"))
+        let credential = (self.credential(&claims))
+            .ok_or_else(|| invalid("the token has no sub or client_id claim"))?;
+        if let Some(exp) = claims["exp"].as_u64() {
+            (self.verified).put(
+                digest,
+                credential.clone(),
+                exp.saturating_add(LEEWAY_SECONDS),
+            );
+        }
+        Ok(credential)
     }
 
     /// What the claims grant, or None without a subject to name the caller by.

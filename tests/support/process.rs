@@ -187,3 +187,24 @@ impl Running {
         }
     }
 }
+
+/// A server on its own SQLite file and embedding stub, with `extra` variables.
+pub struct Served {
+    pub server: Running,
+    pub stub: super::EmbeddingStub,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn serve(extra: &[(&str, &str)]) -> Served {
+    let stub = super::EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = super::base_env(&stub, &dir.path().join("memory.db"));
+    for (k, v) in extra {
+        env.insert((*k).into(), (*v).into());
+    }
+    Served {
+        server: start(&mut env).await,
+        stub,
+        dir,
+    }
+}
