@@ -27,9 +27,12 @@ const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
+/// What `initialize` and `server/discover` tell a model: fixed text, nothing a tenant wrote.
 const INSTRUCTIONS: &str = "Project memory that outlives a run. Call recall at the start of a \
     task and before asking the user to explain something again; call remember when you learn a \
-    decision, a convention or a command that works.";
+    decision, a convention or a command that works. When a memory turns out wrong or outdated, \
+    remember the correct fact with replaces set to the old memory's id; use forget only for \
+    what should not be kept at all.";
 
 /// A JSON-RPC error without an id: what a transport's edge answers for a message it refuses
 /// before reading it as a request (too large, unauthorized, the wrong media type).

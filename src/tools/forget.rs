@@ -6,12 +6,13 @@ use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Kind, Param};
+use super::schema::{self, Definition, Effect, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService};
 use crate::context::RequestContext;
 
 const DEFINITION: Definition = Definition {
     name: "forget",
+    title: "Forget a memory",
     description: "Delete one memory by id, permanently. Use it for facts that became wrong; when a fact is \
         merely outdated, prefer remembering the correction.",
     params: &[Param {
@@ -20,7 +21,8 @@ const DEFINITION: Definition = Definition {
         required: true,
         description: "The memory's id, as recall or list_memories showed it.",
     }],
-    writes: true,
+    effect: Effect::Deletes,
+    open_world: false,
     output,
 };
 

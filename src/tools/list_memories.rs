@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Kind, Param};
+use super::schema::{self, Definition, Effect, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, args, cursor, render};
 use crate::context::RequestContext;
 use crate::memory::MemoryType;
@@ -15,6 +15,7 @@ const DEFAULT_LIMIT: usize = 20;
 
 const DEFINITION: Definition = Definition {
     name: "list_memories",
+    title: "List memories",
     description: "List this project's memories, newest first, without searching; use recall to search. \
         Includes this conversation's own memories and excludes other conversations'. When more \
         exist, the answer ends with `next cursor: <token>`: pass it as `cursor` for the next page.",
@@ -38,7 +39,8 @@ const DEFINITION: Definition = Definition {
             description: "The `next cursor` of the page before, with the same type filter.",
         },
     ],
-    writes: false,
+    effect: Effect::Reads,
+    open_world: false,
     output,
 };
 

@@ -4,17 +4,19 @@ use async_trait::async_trait;
 
 use serde_json::{Map, Value, json};
 
-use super::schema::{self, Definition};
+use super::schema::{self, Definition, Effect};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 
 const EXACT_DEFINITION: Definition = Definition {
     name: "memory_stats",
+    title: "Memory statistics",
     description: "How many memories this project has, by type, counting the same set recall and \
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's.",
     params: &[],
-    writes: false,
+    effect: Effect::Reads,
+    open_world: false,
     output,
 };
 
@@ -28,12 +30,14 @@ fn output() -> Value {
 
 const BOUNDED_DEFINITION: Definition = Definition {
     name: "memory_stats",
+    title: "Memory statistics",
     description: "How many memories this project has, by type, counting the same set recall and \
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's. Very large projects are counted up to a cap, and the answer then says its \
         figures are lower bounds.",
     params: &[],
-    writes: false,
+    effect: Effect::Reads,
+    open_world: false,
     output,
 };
 

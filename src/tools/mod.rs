@@ -137,7 +137,7 @@ impl ToolService {
 
     /// Whether the tool `name` changes memories; None for a tool this process does not offer.
     pub fn writes(&self, name: &str) -> Option<bool> {
-        self.find(name).map(|t| t.definition().writes)
+        self.find(name).map(|t| t.definition().writes())
     }
 
     fn find(&self, name: &str) -> Option<&'static dyn Tool> {
@@ -389,6 +389,34 @@ mod tests {
         let stats = |tools: &[&'static dyn Tool]| tools[4].definition().description;
         assert!(stats(&aws).contains("lower bounds"));
         assert!(!stats(&catalogue(true, false)).contains("lower bounds"));
+    }
+
+    #[test]
+    fn every_tool_is_annotated_for_what_it_does() {
+        let list: Vec<Value> = (catalogue(true, true).iter())
+            .map(|t| t.definition().to_json(true))
+            .collect();
+        let tool = |name: &str| list.iter().find(|t| t["name"] == name).unwrap().clone();
+        for read in ["recall", "list_memories", "memory_stats", "search_docs"] {
+            let hints = &tool(read)["annotations"];
+            assert_eq!(hints["readOnlyHint"], true, "{read}");
+            assert_eq!(hints.get("destructiveHint"), None, "{read}");
+            assert_eq!(hints["openWorldHint"], read == "search_docs", "{read}");
+        }
+        assert_eq!(
+            tool("forget")["annotations"],
+            json!({"title": "Forget a memory", "readOnlyHint": false, "destructiveHint": true,
+                   "idempotentHint": true, "openWorldHint": false})
+        );
+        assert_eq!(
+            tool("remember")["annotations"],
+            json!({"title": "Remember", "readOnlyHint": false, "destructiveHint": false,
+                   "idempotentHint": false, "openWorldHint": false})
+        );
+        for t in &list {
+            assert!(t["title"].as_str().is_some_and(|s| !s.is_empty()));
+            assert_eq!(t["title"], t["annotations"]["title"]);
+        }
     }
 
     #[test]

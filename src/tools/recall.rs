@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Kind, Param};
+use super::schema::{self, Definition, Effect, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{Memory, now_ms};
@@ -14,6 +14,7 @@ use crate::search::{self, Query};
 
 const DEFINITION: Definition = Definition {
     name: "recall",
+    title: "Recall memories",
     description: "Search this project's remembered knowledge by meaning. Call it at the start of a task, \
         and before asking the user to explain something again: decisions, conventions and setup steps \
         from earlier sessions are only here. Returns the memories themselves, ranked, with a confidence \
@@ -41,7 +42,8 @@ const DEFINITION: Definition = Definition {
                 matches; use it when balanced found nothing.",
         },
     ],
-    writes: false,
+    effect: Effect::Reads,
+    open_world: false,
     output,
 };
 

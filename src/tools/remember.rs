@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Kind, Param};
+use super::schema::{self, Definition, Effect, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 use crate::memory::{self, MemoryType, NewMemory, Scope, new_id, now_ms};
@@ -18,6 +18,7 @@ const DAY_MS: i64 = 86_400_000;
 
 const DEFINITION: Definition = Definition {
     name: "remember",
+    title: "Remember",
     description: "Store a durable fact for later runs: a decision and its reason, a convention, a command \
         that worked. Near-identical content is not written twice: you are told which memory already \
         says it, and the tags, category and expiry you passed are discarded. By default the memory \
@@ -85,7 +86,8 @@ const DEFINITION: Definition = Definition {
                 expires_in_days.",
         },
     ],
-    writes: true,
+    effect: Effect::Adds,
+    open_world: false,
     output,
 };
 

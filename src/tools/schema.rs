@@ -25,13 +25,45 @@ pub struct Param {
 
 pub struct Definition {
     pub name: &'static str,
+    /// What a person reads in a client's list (`title`, and the annotations' for 2025-03-26).
+    pub title: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
-    /// Whether it changes memories: what a credential needs write access for
-    /// (docs/behavior.md#scopes).
-    pub writes: bool,
+    pub effect: Effect,
+    /// Whether it reaches past this server's memories (the documentation library).
+    pub open_world: bool,
     /// The JSON Schema of the tool's `structuredContent`.
     pub output: fn() -> Value,
+}
+
+/// What a tool does to memories: what its annotations tell a client (to skip confirming a
+/// read, to warn before a deletion), and what a credential needs (docs/behavior.md#scopes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Reads,
+    /// Writes a memory; with `replaces` it removes the one it corrects, an addition that
+    /// supersedes, so not hinted destructive (docs/behavior.md#annotations).
+    Adds,
+    /// Deletes a memory: destructive, and the same again changes nothing (idempotent).
+    Deletes,
+}
+
+impl Definition {
+    /// Whether it changes memories: what a credential needs write access for.
+    pub fn writes(&self) -> bool {
+        self.effect != Effect::Reads
+    }
+
+    /// MCP's tool annotations (hints, never guarantees, to a client).
+    fn annotations(&self) -> Value {
+        let mut hints = json!({"title": self.title, "readOnlyHint": self.effect == Effect::Reads});
+        if self.effect != Effect::Reads {
+            hints["destructiveHint"] = json!(self.effect == Effect::Deletes);
+            hints["idempotentHint"] = json!(self.effect == Effect::Deletes);
+        }
+        hints["openWorldHint"] = json!(self.open_world);
+        hints
+    }
 }
 
 impl Definition {
@@ -59,7 +91,13 @@ impl Definition {
         if !required.is_empty() {
             input_schema["required"] = json!(required);
         }
-        let mut tool = json!({"name": self.name, "description": self.description, "inputSchema": input_schema});
+        let mut tool = json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": input_schema,
+            "annotations": self.annotations(),
+        });
         if structured {
             tool["outputSchema"] = (self.output)();
         }
@@ -222,7 +260,9 @@ mod tests {
                 description: "",
             },
         ],
-        writes: false,
+        title: "Find",
+        effect: Effect::Reads,
+        open_world: false,
         output: || json!({}),
     };
 

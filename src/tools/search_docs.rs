@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Kind, Param};
+use super::schema::{self, Definition, Effect, Kind, Param};
 use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
 use crate::library::Library;
@@ -21,6 +21,7 @@ const EXCERPT_CHARS: usize = 2_000;
 
 const DEFINITION: Definition = Definition {
     name: "search_docs",
+    title: "Search the documentation",
     description: "Search the shared documentation library (product and engineering documents, the \
         same for every project) for passages that answer a question. Use recall for what this \
         project learned; use this for what is written down. Returns excerpts with their sources.",
@@ -38,7 +39,8 @@ const DEFINITION: Definition = Definition {
             description: "How many excerpts to return (1-50). Default 5.",
         },
     ],
-    writes: false,
+    effect: Effect::Reads,
+    open_world: true,
     output,
 };
 

@@ -112,7 +112,13 @@ async def handshake(c: Checks, client, mode: str, what: str) -> None:
         # serverInfo is required by initialize; under 2026-07-28 it is a SHOULD in _meta.
         name = client.server_info.name if client.server_info else None
         c.ok(f"{what}: server identifies as mcp-memory", name == "mcp-memory", client.server_info)
-    names = [t.name for t in (await client.list_tools()).tools]
+    tools = (await client.list_tools()).tools
+    names = [t.name for t in tools]
+    hints = {t.name: t.annotations for t in tools}
+    c.ok(f"{what}: recall is read-only, forget destructive, remember not destructive",
+         hints["recall"] is not None and hints["recall"].read_only_hint is True
+         and hints["forget"].destructive_hint is True
+         and hints["remember"].destructive_hint is False, hints)
     c.ok(f"{what}: tools/list is exactly {EXPECTED_TOOLS}", names == EXPECTED_TOOLS, names)
 
 

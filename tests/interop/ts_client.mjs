@@ -79,8 +79,17 @@ async function call(client, name, args, { error = false } = {}) {
 const project = await connect();
 ok("serverInfo names mcp-memory", project.getServerVersion()?.name === "mcp-memory",
   project.getServerVersion());
-const names = (await project.listTools()).tools.map((t) => t.name);
+const listed = (await project.listTools()).tools;
+const names = listed.map((t) => t.name);
 ok(`tools/list is exactly ${EXPECTED_TOOLS}`, JSON.stringify(names) === JSON.stringify(EXPECTED_TOOLS), names);
+// The annotations a client reads to skip confirming reads and to warn before a deletion.
+const hints = Object.fromEntries(listed.map((t) => [t.name, t.annotations ?? {}]));
+ok("recall, list_memories and memory_stats are read-only",
+  ["recall", "list_memories", "memory_stats"].every((n) => hints[n].readOnlyHint === true), hints);
+ok("forget is destructive and idempotent; remember is neither read-only nor destructive",
+  hints.forget.destructiveHint === true && hints.forget.idempotentHint === true
+    && hints.remember.readOnlyHint === false && hints.remember.destructiveHint === false, hints);
+ok("every tool has a title", listed.every((t) => typeof t.title === "string" && t.title.length > 0), listed);
 
 let r = await call(project, "remember", { content: FACT, tags: ["ci"] });
 const id = /^\[MEMORY\] Stored as ([0-9A-HJKMNP-TV-Z]{26})\./.exec(r.text)?.[1];
