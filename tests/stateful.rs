@@ -74,6 +74,12 @@ enum Op {
     Stats {
         caller: usize,
     },
+    /// The caller's resources: the `pick`-th id ever stored read as `memory://<id>` (found
+    /// exactly when visible), and `resources/list` (exactly the visible set).
+    Resources {
+        caller: usize,
+        pick: usize,
+    },
     /// A caller names the other tenant in its header: refused when credentials bind tenants.
     Intrude {
         caller: usize,
@@ -95,6 +101,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..CALLERS).prop_map(|caller| Op::List { caller }),
         1 => (0..CALLERS).prop_map(|caller| Op::Stats { caller }),
         1 => (0..CALLERS, 0..5usize).prop_map(|(caller, tool)| Op::Intrude { caller, tool }),
+        1 => (0..CALLERS, 0..40usize).prop_map(|(caller, pick)| Op::Resources { caller, pick }),
     ]
 }
 
@@ -189,6 +196,41 @@ async fn deployment(name: &'static str, processes: usize) -> Deployment {
         _stub: stub,
         _dir: dir,
     }
+}
+
+/// A JSON-RPC request as `who` (its own tenant, under auth with its token), the reply.
+async fn request(
+    deployment: &Deployment,
+    server: &Running,
+    case: usize,
+    who: &Caller,
+    method: &str,
+    params: Value,
+) -> Value {
+    let name = |t: usize| format!("case{case}-{}", ["a", "b"][t]);
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("x-tenant-id", name(who.tenant))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if let Some(c) = who.conversation {
+        request = request.header("x-conversation-id", format!("chat:{c}"));
+    }
+    if let Some((provider, keys)) = &deployment.auth {
+        let (tenants, scope) = match who.reader {
+            true => (vec![name(0), name(1)], "memory:read"),
+            false => (vec![name(who.tenant)], "memory:read memory:write"),
+        };
+        let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
+        let claims = claims(&provider.issuer, &tenants, |c| c["scope"] = json!(scope));
+        request = request.bearer_auth(signed(keys, &claims));
+    }
+    request
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap_or(Value::Null)
 }
 
 /// A tool call as `who`, naming its own tenant or (`foreign`) the other one; under auth with
@@ -401,6 +443,54 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                 visible.sort();
                 if is_error || listed != visible {
                     return Err(format!("{context}: listed {listed:?}, visible {visible:?}"));
+                }
+            }
+            Op::Resources { caller: n, pick } => {
+                let who = caller(n);
+                let listed =
+                    request(deployment, server, case, &who, "resources/list", json!({})).await;
+                let mut listed: Vec<String> = (listed["result"]["resources"].as_array())
+                    .ok_or_else(|| format!("{context}: not a list: {listed}"))?
+                    .iter()
+                    .filter_map(|r| {
+                        r["uri"]
+                            .as_str()?
+                            .strip_prefix("memory://")
+                            .map(str::to_owned)
+                    })
+                    .filter(|id| id != "stats")
+                    .collect();
+                let mut visible: Vec<String> = model
+                    .iter()
+                    .filter(|m| who.sees(m))
+                    .map(|m| m.id.clone())
+                    .collect();
+                listed.sort();
+                visible.sort();
+                if listed != visible {
+                    return Err(format!(
+                        "{context}: resources {listed:?}, visible {visible:?}"
+                    ));
+                }
+                let Some(id) = ever.get(pick) else { continue };
+                let uri = format!("memory://{id}");
+                let read = request(
+                    deployment,
+                    server,
+                    case,
+                    &who,
+                    "resources/read",
+                    json!({"uri": uri}),
+                )
+                .await;
+                let visible = model.iter().any(|m| &m.id == id && who.sees(m));
+                let found = read["result"]["contents"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(id.as_str()));
+                let not_found = read["error"]["message"] == format!("Resource not found: {uri}");
+                // Found exactly when visible; otherwise "not found", as a missing one is.
+                if found != visible || not_found == visible {
+                    return Err(format!("{context}: visible={visible}: {read}"));
                 }
             }
             Op::Stats { caller: n } => {

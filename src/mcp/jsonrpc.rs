@@ -8,6 +8,9 @@ pub mod code {
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL: i64 = -32603;
+    /// The legacy era's "resource not found"; 2026-07-28 says -32602 instead.
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// 2026-07-28 GA codes.
     pub const HEADER_MISMATCH: i64 = -32020;
     pub const UNSUPPORTED_VERSION: i64 = -32022;

@@ -14,6 +14,8 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::context::Identity;
+use crate::tools::prompts::{self, PromptError};
+use crate::tools::resources::{self, ResourceError};
 use crate::tools::{self, ToolResult, ToolService};
 use crate::{SERVER_NAME, SERVER_VERSION};
 use jsonrpc::{Reply, code};
@@ -238,7 +240,11 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
                 .unwrap_or(LATEST_LEGACY);
             request.result(json!({
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": false}},
+                "capabilities": {
+                    "tools": {"listChanged": false},
+                    "resources": {"subscribe": false, "listChanged": false},
+                    "prompts": {"listChanged": false},
+                },
                 "serverInfo": server_info(),
                 "instructions": INSTRUCTIONS,
             }))
@@ -247,6 +253,10 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
         "tools/list" => request.result(json!({"tools": service.tool_list(structured)})),
         "tools/call" => match call_tool(service, identity, request).await {
             Ok(result) => request.result(tool_result(&result, structured)),
+            Err(reply) => reply,
+        },
+        method if surface(method) => match serve_surface(service, identity, request, false).await {
+            Ok(result) => request.result(result),
             Err(reply) => reply,
         },
         other => request.error(
@@ -323,10 +333,13 @@ async fn modern(
             "Mcp-Method header is required",
         );
     }
-    if http
-        && request.method == "tools/call"
-        && let Some(name) = request.params.get("name").and_then(Value::as_str)
-    {
+    // The name a request acts on travels in `Mcp-Name` too (SEP-2243).
+    let named = match request.method {
+        "tools/call" | "prompts/get" => request.params.get("name"),
+        "resources/read" => request.params.get("uri"),
+        _ => None,
+    };
+    if http && let Some(name) = named.and_then(Value::as_str) {
         let sent = request
             .arrival
             .header("mcp-name")
@@ -335,7 +348,7 @@ async fn modern(
             return request.error(
                 bad_request,
                 code::HEADER_MISMATCH,
-                "Mcp-Name header is missing or does not match the tool name",
+                "Mcp-Name header is missing or does not match the request's name or uri",
             );
         }
     }
@@ -345,7 +358,11 @@ async fn modern(
     let mut result = match request.method {
         "server/discover" => json!({
             "supportedVersions": [MODERN],
-            "capabilities": {"tools": {"listChanged": false}},
+            "capabilities": {
+                "tools": {"listChanged": false},
+                "resources": {"listChanged": false},
+                "prompts": {"listChanged": false},
+            },
             "instructions": INSTRUCTIONS,
             "ttlMs": 0,
             "cacheScope": "public",
@@ -356,6 +373,10 @@ async fn modern(
         }
         "tools/call" => match call_tool(service, identity, request).await {
             Ok(result) => tool_result(&result, true),
+            Err(reply) => return reply,
+        },
+        method if surface(method) => match serve_surface(service, identity, request, true).await {
+            Ok(result) => result,
             Err(reply) => return reply,
         },
         other => {
@@ -398,6 +419,127 @@ async fn call_tool(
         return Err(reply);
     }
     Ok(tools::call(service, name, request.params.get("arguments"), identity).await)
+}
+
+/// The methods of resources and prompts (docs/behavior.md#resources).
+fn surface(method: &str) -> bool {
+    matches!(
+        method,
+        "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "prompts/list"
+            | "prompts/get"
+    )
+}
+
+/// A resources or prompts request, answered for the caller: memories are the tenant's, so
+/// under 2026-07-28 every resource result may be cached by that caller alone (`private`);
+/// only the prompts' list is the same for everyone.
+async fn serve_surface(
+    service: &ToolService,
+    identity: &Identity,
+    request: &Request<'_>,
+    modern: bool,
+) -> Result<Value, Reply> {
+    let params = request.params;
+    let text = |name: &str| params.get(name).and_then(Value::as_str);
+    // What a tenant holds needs read access, as recall does.
+    let reads_memories = !matches!(request.method, "prompts/list" | "resources/templates/list");
+    if reads_memories
+        && let Ok(ctx) = identity
+        && !ctx.access.read
+    {
+        let mut reply = request.error(
+            StatusCode::FORBIDDEN,
+            code::INVALID_REQUEST,
+            &format!(
+                "Forbidden: {} needs read access, which this credential does not grant                  (insufficient_scope)",
+                request.method
+            ),
+        );
+        reply.insufficient_scope = Some(false);
+        return Err(reply);
+    }
+    let resource_failed = |e: ResourceError| match e {
+        ResourceError::NotFound(uri) => Reply::error_with_data(
+            StatusCode::OK,
+            request.id.clone(),
+            if modern {
+                code::INVALID_PARAMS
+            } else {
+                code::RESOURCE_NOT_FOUND
+            },
+            &format!("Resource not found: {uri}"),
+            json!({"uri": uri}),
+        ),
+        ResourceError::Invalid(message) => request.error(
+            StatusCode::OK,
+            code::INVALID_PARAMS,
+            &format!("Invalid params: {message}"),
+        ),
+        ResourceError::Unavailable(cause) => request.error(
+            StatusCode::OK,
+            code::INTERNAL,
+            &format!("the memory store could not complete this request — {cause}"),
+        ),
+    };
+    let (mut result, scope) = match request.method {
+        "resources/list" => {
+            let (listed, next) =
+                (service.resources(identity, text("cursor")).await).map_err(resource_failed)?;
+            let mut result = json!({"resources": listed});
+            if let Some(next) = next {
+                result["nextCursor"] = json!(next);
+            }
+            (result, "private")
+        }
+        "resources/templates/list" => (
+            json!({"resourceTemplates": resources::templates()}),
+            "private",
+        ),
+        "resources/read" => {
+            let uri = text("uri").ok_or_else(|| {
+                request.error(
+                    StatusCode::OK,
+                    code::INVALID_PARAMS,
+                    "Invalid params: resources/read needs a uri",
+                )
+            })?;
+            let contents = (service.read_resource(identity, uri).await).map_err(resource_failed)?;
+            (json!({"contents": contents}), "private")
+        }
+        "prompts/list" => (json!({"prompts": prompts::list()}), "public"),
+        _ => {
+            let name = text("name").ok_or_else(|| {
+                request.error(
+                    StatusCode::OK,
+                    code::INVALID_PARAMS,
+                    "Invalid params: prompts/get needs a name",
+                )
+            })?;
+            let arguments = params.get("arguments").and_then(Value::as_object);
+            let messages =
+                (service.prompt(identity, name, arguments).await).map_err(|e| match e {
+                    PromptError::Invalid(message) => request.error(
+                        StatusCode::OK,
+                        code::INVALID_PARAMS,
+                        &format!("Invalid params: {message}"),
+                    ),
+                    PromptError::Unavailable(cause) => request.error(
+                        StatusCode::OK,
+                        code::INTERNAL,
+                        &format!("the memory store could not complete this request — {cause}"),
+                    ),
+                })?;
+            (json!({"messages": messages}), "private")
+        }
+    };
+    if modern && request.method != "prompts/get" {
+        result["ttlMs"] = json!(0);
+        result["cacheScope"] = json!(scope);
+    }
+    Ok(result)
 }
 
 /// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results).

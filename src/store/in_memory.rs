@@ -155,6 +155,18 @@ impl MemoryStore for InMemoryStore {
         Ok(found)
     }
 
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        let rows = self.rows.lock().expect("lock");
+        Ok((rows.iter())
+            .find(|(t, m, _)| t == tenant && m.id == id && visibility.can_see(m))
+            .map(|(_, m, _)| m.clone()))
+    }
+
     async fn delete(
         &self,
         tenant: &Tenant,

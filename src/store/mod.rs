@@ -203,6 +203,15 @@ pub trait MemoryStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError>;
 
+    /// The visible memory `id`, whole; None when there is none the caller may see (another
+    /// tenant's or conversation's is none, as a missing one is).
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError>;
+
     /// Deletes one visible memory; false when there is none with that id.
     async fn delete(
         &self,

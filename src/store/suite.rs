@@ -271,6 +271,9 @@ pub async fn tenants_never_see_each_other(store: &dyn MemoryStore) {
     );
     assert_eq!(store.count_by_type(&other, &all).await.unwrap().total, 0);
     assert!(!store.delete(&other, &all, &theirs.id).await.unwrap());
+    assert_eq!(store.get(&other, &all, &theirs.id).await.unwrap(), None);
+    let own = store.get(&tenant("acme"), &all, &theirs.id).await.unwrap();
+    assert_eq!(own.map(|m| m.content), Some(theirs.content.clone()));
     store
         .record_access(&other, &seen_from(None), &[&theirs], T0 + 5)
         .await
@@ -311,7 +314,18 @@ pub async fn conversation_notes_stay_in_their_conversation(store: &dyn MemorySto
             1
         );
         assert!(!store.delete(&acme, &outsider, &private.id).await.unwrap());
+        assert_eq!(
+            store.get(&acme, &outsider, &private.id).await.unwrap(),
+            None
+        );
     }
+    let got = store
+        .get(&acme, &seen_from(Some("chat:1")), &private.id)
+        .await;
+    assert_eq!(
+        got.unwrap().map(|m| m.content).as_deref(),
+        Some("thread note")
+    );
     let insider = seen_from(Some("chat:1"));
     assert_eq!(
         store

@@ -70,6 +70,16 @@ impl MemoryStore for TimedStore {
         self.time("list", call).await
     }
 
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        self.time("get", self.inner.get(tenant, visibility, id))
+            .await
+    }
+
     async fn delete(
         &self,
         tenant: &Tenant,

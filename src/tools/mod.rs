@@ -9,9 +9,11 @@ mod cursor;
 mod forget;
 mod list_memories;
 mod memory_stats;
+pub mod prompts;
 mod recall;
 mod remember;
 mod render;
+pub mod resources;
 mod schema;
 mod search_docs;
 

@@ -28,6 +28,16 @@ SCENARIOS=(
   dns-rebinding-protection@2026-07-28
   server-initialize@2025-11-25
   ping@2025-11-25
+)
+# Through a gateway that stamps X-Tenant-Id (stamp_tenant.py): resources and prompts are a
+# tenant's, and the suite sends no header of its own. The suite's other resources-* and
+# prompts-* scenarios read its fixture's names (test://static-text, test_simple_prompt).
+STAMPED=(
+  resources-list@2025-11-25
+  resources-list@2026-07-28
+  prompts-list@2025-11-25
+  prompts-list@2026-07-28
+  sep-2164-resource-not-found@2026-07-28
   caching@2026-07-28
 )
 
@@ -58,6 +68,7 @@ install_tools() {
 case "${1:-}" in
   --install) install_tools; exit 0 ;;
   --list) printf '%s\n' "${SCENARIOS[@]}"; exit 0 ;;
+  --list-stamped) printf '%s\n' "${STAMPED[@]}"; exit 0 ;;
   ""|-h|--help) sed -n '2,10p' "$0"; exit 2 ;;
 esac
 

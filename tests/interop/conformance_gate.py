@@ -26,26 +26,23 @@ KNOWN_FIXTURE_FAILURES = {
         "sep-2575-http-server-no-independent-requests-on-stream",
         "sep-2575-server-no-log-without-loglevel",
     },
-    # A tools-only server answers prompts/* and resources/* with -32601, so only the
-    # tools/list hint and the checks computed from the answers it did give can pass.
-    # (resources-read is SKIPPED when resources/list fails; listed in case it FAILs.)
+}
+
+REQUIRED_SUCCESS = {
+    # Every cacheable result carries ttlMs and cacheScope, and every value is valid.
     "caching": {
+        "sep-2549-tools-list-caching-hints",
         "sep-2549-prompts-list-caching-hints",
         "sep-2549-resources-list-caching-hints",
         "sep-2549-resources-templates-list-caching-hints",
         "sep-2549-resources-read-caching-hints",
-    },
-}
-
-REQUIRED_SUCCESS = {
-    # The tools/list-related caching checks: ttlMs/cacheScope on tools/list, and the two
-    # value checks, which here are computed from the tools/list answer alone.
-    "caching": {
-        "sep-2549-tools-list-caching-hints",
         "sep-2549-ttl-non-negative",
         "sep-2549-cache-scope-valid",
     },
     "tools-list": {"tools-list"},
+    "resources-list": {"resources-list"},
+    "prompts-list": {"prompts-list"},
+    "sep-2164-resource-not-found": {"sep-2164-error-code"},
 }
 
 

@@ -166,6 +166,16 @@ async def run(url: str, mode: str, c: Checks) -> None:
              [m.get("id") for m in d.get("memories", [])] == [mem_id]
              and d.get("nextCursor", "absent") is None, d)
 
+        # The memory as a resource, and the prompt that recalls for a task.
+        listed = [str(r.uri) for r in (await a.list_resources()).resources]
+        c.ok("resources/list: the statistics and the memory",
+             "memory://stats" in listed and f"memory://{mem_id}" in listed, listed)
+        read = await a.read_resource(f"memory://{mem_id}")
+        c.ok("resources/read: the memory as text", FACT in read.contents[0].text, read)
+        prompt = await a.get_prompt("recall-for-task", {"task": "how do we release"})
+        c.ok("prompts/get recall-for-task: the memory, quoted as data",
+             FACT in prompt.messages[0].content.text, prompt)
+
         t = await call(c, a, "memory_stats", {})
         c.ok("memory_stats: '1 memory for this project (project: 1)'",
              "1 memory for this project (project: 1)" in t, t)

@@ -83,4 +83,11 @@ stored="$(inspect --method tools/call --tool-name remember \
 expect "remember stores it" '[MEMORY] Stored as ' "$stored"
 recalled="$(inspect --method tools/call --tool-name recall --tool-arg "query=when does the release train leave")"
 expect "recall finds it" 'the release train leaves every second tuesday' "$recalled"
+listed="$(inspect --method resources/list)"
+expect "resources/list names the statistics" '"uri": "memory://stats"' "$listed"
+stats="$(inspect --method resources/read --uri memory://stats)"
+expect "resources/read of the statistics" 'memory for this project' "$stats"
+prompted="$(inspect --method prompts/get --prompt-name recall-for-task \
+  --prompt-args "task=plan the release")"
+expect "prompts/get recall-for-task carries the memory" 'every second tuesday' "$prompted"
 echo "inspector $TRANSPORT: all checks passed"

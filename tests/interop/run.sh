@@ -47,6 +47,7 @@ stop() { # stop PID: TERM, give it the server's 10 s drain deadline plus slack, 
   wait "$pid" 2>/dev/null || true
 }
 cleanup() {
+  stop "${GATEWAY_PID:-}"
   stop "${OAUTH_SERVER_PID:-}"
   stop "${PROVIDER_PID:-}"
   stop "$SERVER_PID"
@@ -221,6 +222,22 @@ fi
 
 for run in $(bash "$HERE/conformance.sh" --list); do
   check "conformance $run" bash "$HERE/conformance.sh" "$URL" "$TMP/conformance" "$run"
+done
+# Resources and prompts through a gateway stamping the tenant, with a memory to list.
+python3 "$HERE/stamp_tenant.py" "http://127.0.0.1:$PORT" conformance >"$TMP/gateway.out" 2>"$TMP/gateway.err" &
+GATEWAY_PID=$!
+for _ in $(seq 1 100); do [[ -s "$TMP/gateway.out" ]] && break; sleep 0.1; done
+GATEWAY_URL="http://127.0.0.1:$(head -n 1 "$TMP/gateway.out")/mcp"
+python3 - "$URL" <<'PY'
+import json, sys, urllib.request
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember",
+    "arguments": {"content": "the conformance tenant keeps one memory to list and read"}}}).encode()
+request = urllib.request.Request(sys.argv[1], data=body, headers={
+    "Content-Type": "application/json", "X-Tenant-Id": "conformance"})
+urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30).read()
+PY
+for run in $(bash "$HERE/conformance.sh" --list-stamped); do
+  check "conformance $run (tenant stamped)" bash "$HERE/conformance.sh" "$GATEWAY_URL" "$TMP/conformance" "$run"
 done
 
 if ((failed > 0)); then

@@ -102,6 +102,17 @@ r = await call(project, "list_memories", {});
 ok("list_memories: 1 memory, newest first", r.text.includes("1 memory, newest first"), r);
 r = await call(project, "memory_stats", {});
 ok("memory_stats: 1 memory for this project", r.text.includes("1 memory for this project"), r);
+// The memory as a resource, and the prompt that recalls for a task.
+const resources = (await project.listResources()).resources.map((x) => x.uri);
+ok("resources/list: the statistics and the memory", resources.includes("memory://stats")
+  && resources.includes(`memory://${id}`), resources);
+const read = await project.readResource({ uri: `memory://${id}` });
+ok("resources/read: the memory as text and as JSON", read.contents[0].text.includes(FACT)
+  && JSON.parse(read.contents[1].text).id === id, read);
+const prompt = await project.getPrompt({ name: "recall-for-task",
+  arguments: { task: "run the integration tests" } });
+ok("prompts/get recall-for-task: the memory, quoted as data",
+  prompt.messages[0].content.text.includes(FACT), prompt);
 r = await call(project, "recall", { query: 42 }, { error: true });
 ok("recall with a number: Input validation error", r.text.includes("Input validation error"), r);
 

@@ -410,6 +410,24 @@ impl MemoryStore for PostgresStore {
             .collect()
     }
 
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
+        ))
+        .bind(tenant.as_str())
+        .bind(conversation_of(visibility))
+        .bind(at_of(visibility))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(memory_from_row).transpose()?)
+    }
+
     async fn delete(
         &self,
         tenant: &Tenant,

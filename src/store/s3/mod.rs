@@ -649,6 +649,15 @@ impl MemoryStore for S3Store {
             .collect())
     }
 
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        self.visible_memory(tenant, visibility, id).await
+    }
+
     async fn delete(
         &self,
         tenant: &Tenant,

@@ -390,6 +390,26 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
+    async fn get(
+        &self,
+        tenant: &Tenant,
+        visibility: &Visibility,
+        id: &str,
+    ) -> Result<Option<Memory>, StoreError> {
+        let tenant = tenant.as_str().to_owned();
+        let (seen, at) = (conversation_of(visibility), visibility.at);
+        let id = id.to_owned();
+        self.with_counts_written(move |conn, _, _| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM {MEMORIES} WHERE m.tenant_id = ?1 AND {VISIBLE} \
+                 AND m.id = ?4"
+            ))?;
+            let mut rows = stmt.query_map(params![tenant, seen, at, id], memory_from_row)?;
+            rows.next().transpose()
+        })
+        .await
+    }
+
     async fn delete(
         &self,
         tenant: &Tenant,

@@ -1,0 +1,133 @@
+//! Memories as MCP resources (docs/behavior.md#resources), protocol-neutral: what a client that
+//! shows resources (a picker, an @-mention) lists and reads. The caller's identity and
+//! visibility are exactly the tools': another tenant's or conversation's memory is not found,
+//! as a missing one is. Reading a memory is not a use of it (as listing is not).
+
+use serde_json::{Value, json};
+
+use super::{ToolError, ToolService, cursor, render};
+use crate::context::{Identity, RequestContext};
+use crate::store::After;
+
+/// The statistics of `memory_stats`, as a resource.
+pub const STATS: &str = "memory://stats";
+const SCHEME: &str = "memory://";
+/// Memories a page of `resources/list` holds at most (within the answer bound).
+const PAGE: usize = 50;
+
+/// Why a resource could not be listed or read.
+pub enum ResourceError {
+    /// No resource by that URI for this caller: unknown, gone, or not theirs.
+    NotFound(String),
+    /// The request cannot be served as sent (no tenant, a bad cursor).
+    Invalid(String),
+    /// The store failed.
+    Unavailable(String),
+}
+
+impl From<ToolError> for ResourceError {
+    fn from(e: ToolError) -> Self {
+        match e {
+            ToolError::Invalid(message) => ResourceError::Invalid(message),
+            ToolError::Dependency { shown, .. } => ResourceError::Unavailable(shown),
+            ToolError::Docs(cause) => ResourceError::Unavailable(cause),
+        }
+    }
+}
+
+/// The template every memory's URI follows.
+pub fn templates() -> Value {
+    json!([{
+        "uriTemplate": "memory://{id}",
+        "name": "memory",
+        "title": "A memory",
+        "description": "One memory of this project (or of this conversation), by its id.",
+        "mimeType": "text/plain",
+    }])
+}
+
+fn identity(identity: &Identity) -> Result<&RequestContext, ResourceError> {
+    identity
+        .as_ref()
+        .map_err(|refusal| ResourceError::Invalid(refusal.clone()))
+}
+
+impl ToolService {
+    /// A page of the caller's resources: the statistics first, then memories newest first,
+    /// and the cursor of the next page (the rules of `list_memories`' cursor).
+    pub async fn resources(
+        &self,
+        caller: &Identity,
+        after: Option<&str>,
+    ) -> Result<(Vec<Value>, Option<String>), ResourceError> {
+        let ctx = identity(caller)?;
+        let after = (after.map(|token| cursor::decode(ctx, None, token))).transpose()?;
+        let visibility = ctx.visibility();
+        let mut found = (self.store)
+            .list(&ctx.tenant, &visibility, None, after.as_ref(), PAGE + 1)
+            .await
+            .map_err(ToolError::from)?;
+        found.retain(|m| visibility.can_see(m));
+        let fit = render::fitting(found.iter().take(PAGE));
+        let more = found.len() > fit;
+        found.truncate(fit);
+        let next = (found.last().filter(|_| more))
+            .map(|last| cursor::encode(ctx, None, &After::memory(last)));
+        let mut resources = Vec::new();
+        if after.is_none() {
+            resources.push(json!({
+                "uri": STATS,
+                "name": "stats",
+                "title": "Memory statistics",
+                "description": "How many memories this project holds, by type.",
+                "mimeType": "text/plain",
+            }));
+        }
+        resources.extend(found.iter().map(|m| {
+            json!({
+                "uri": format!("{SCHEME}{}", m.id),
+                "name": m.id,
+                "title": render::quote(&m.content, 80),
+                "mimeType": "text/plain",
+            })
+        }));
+        Ok((resources, next))
+    }
+
+    /// The contents of `uri` for the caller: the memory as text and as JSON, or the
+    /// statistics.
+    pub async fn read_resource(
+        &self,
+        caller: &Identity,
+        uri: &str,
+    ) -> Result<Vec<Value>, ResourceError> {
+        let ctx = identity(caller)?;
+        let not_found = || ResourceError::NotFound(uri.to_owned());
+        if uri == STATS {
+            let stats = super::call(self, "memory_stats", None, caller).await;
+            if stats.is_error {
+                return Err(ResourceError::Unavailable(stats.text));
+            }
+            let data = stats.structured.unwrap_or(Value::Null);
+            return Ok(contents(uri, stats.text, &data));
+        }
+        let id = uri.strip_prefix(SCHEME).ok_or_else(not_found)?;
+        if id.is_empty() || id.len() > crate::memory::MAX_ID_BYTES {
+            return Err(not_found());
+        }
+        let memory = (self.store.get(&ctx.tenant, &ctx.visibility(), id).await)
+            .map_err(ToolError::from)?
+            .ok_or_else(not_found)?;
+        let mut text = String::new();
+        render::memory(&mut text, 1, &memory, None);
+        Ok(contents(uri, text, &render::data(&memory)))
+    }
+}
+
+/// One resource's contents: its text, and its data as JSON.
+fn contents(uri: &str, text: String, data: &Value) -> Vec<Value> {
+    vec![
+        json!({"uri": uri, "mimeType": "text/plain", "text": text}),
+        json!({"uri": uri, "mimeType": "application/json", "text": data.to_string()}),
+    ]
+}
