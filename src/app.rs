@@ -101,6 +101,7 @@ impl App {
                 },
                 config.timeouts.request,
                 Arc::clone(&metrics),
+                config.state_key,
             ),
             metrics,
             gate: Arc::new(config.gate),

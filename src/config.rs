@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use sha2::Digest;
 
 use crate::embed::Calibration;
 use crate::library::{self, KnowledgeBase};
@@ -90,6 +91,11 @@ pub struct Variables {
         default_value = "60000"
     )]
     pub mcp_request_timeout_ms: usize,
+    /// the secret that seals what a question to the user carries to its answer (a
+    /// conflicting memory, 2026-07-28 clients that can be asked); replicas behind one address
+    /// must share it, at least 32 characters [default: random, for this process only]
+    #[arg(long, env = "MCP_STATE_KEY", value_parser = state_key, hide_env_values = true)]
+    pub mcp_state_key: Option<String>,
     /// region of S3, Bedrock and the knowledge base
     #[arg(long, env = "AWS_REGION", value_parser = text, default_value = "ap-northeast-2")]
     pub aws_region: String,
@@ -135,6 +141,8 @@ pub struct Config {
     pub port: u16,
     /// Who may call over HTTP (`auth`).
     pub gate: auth::Gate,
+    /// The key sealing a question's state (`tools::conflict`).
+    pub state_key: [u8; 32],
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
@@ -209,6 +217,15 @@ impl Variables {
             self.recall_high_similarity,
         )?;
         let gate = auth::Gate::open(self.auth)?;
+        let state_key = match &self.mcp_state_key {
+            Some(secret) => sha2::Sha256::digest(secret.as_bytes()).into(),
+            None => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key)
+                    .map_err(|e| format!("no randomness for a state key: {e}"))?;
+                key
+            }
+        };
         let allowed_origins = (self.mcp_allowed_origins.iter())
             .flat_map(|raw| raw.split(','))
             .map(|o| o.trim().to_owned())
@@ -218,6 +235,7 @@ impl Variables {
             host: self.host,
             port: self.port,
             gate,
+            state_key,
             allowed_origins,
             body_limit: self.mcp_body_limit_bytes,
             timeouts: Timeouts {
@@ -350,6 +368,14 @@ fn similarity(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clon
             .ok()
             .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
             .ok_or_else(|| format!("{name} must be greater than 0 and at most 1, got \"{raw}\""))
+    }
+}
+
+fn state_key(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    match raw.chars().count() >= 32 {
+        true => Ok(raw.to_owned()),
+        false => Err("MCP_STATE_KEY must be at least 32 characters (a random secret)".into()),
     }
 }
 

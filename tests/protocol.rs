@@ -292,7 +292,7 @@ async fn legacy_era_handshake_and_methods_need_no_tenant() {
     );
     let (status, reply) = s
         .post(
-            &json!({"jsonrpc": "2.0", "id": 4, "method": "resources/list"}),
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "completion/complete"}),
             &v,
         )
         .await;
@@ -461,7 +461,7 @@ async fn modern_era_header_rules_in_order() {
     let (status, reply) = s.post(&init, &[("mcp-protocol-version", MODERN)]).await;
     assert_eq!((status, code(&reply)), (400, -32020));
 
-    for method in ["ping", "initialize", "resources/list"] {
+    for method in ["ping", "initialize", "completion/complete"] {
         let (status, reply) = s
             .post(
                 &modern(5, method, json!({})),
@@ -653,4 +653,146 @@ async fn structured_results_match_their_schemas_and_only_for_versions_that_have_
     let refused = call(v, "recall", json!({})).await;
     assert_eq!(refused["isError"], true);
     assert!(refused.get("structuredContent").is_none());
+}
+
+/// A 2026-07-28 `remember` of `content`, from a client whose capabilities are `capabilities`,
+/// with `more` params (the second round's answer and state).
+fn remember_modern(content: &str, capabilities: Value, more: Value) -> Value {
+    let mut params = json!({"name": "remember", "arguments": {"content": content},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": capabilities}});
+    for (k, v) in more.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+}
+
+#[tokio::test]
+async fn a_conflicting_memory_is_put_to_the_user_and_the_answer_completes_the_call() {
+    let s = TestServer::start().await;
+    let acme = [("x-memory-tenant", "acme")];
+    let headers = |tenant: &'static str| {
+        [
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "remember"),
+            ("x-memory-tenant", tenant),
+        ]
+    };
+    let old_text = "the admin api listens on port 8080 behind the internal load balancer";
+    let old = support::stored_id(&s.ok(&acme, "remember", json!({"content": old_text})).await);
+    let changed = "the admin api listens on port 8443 behind the internal load balancer";
+    let asks = json!({"elicitation": {}});
+
+    // A client that cannot be asked gets the plain answer: stored beside, with the hint.
+    s.ok(
+        &[("x-memory-tenant", "plain")],
+        "remember",
+        json!({"content": old_text}),
+    )
+    .await;
+    let (_, plain) = s
+        .post(
+            &remember_modern(changed, json!({}), json!({})),
+            &headers("plain"),
+        )
+        .await;
+    assert_eq!(plain["result"]["resultType"], "complete", "{plain}");
+    let text = plain["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("SIMILAR: 1 stored memory"), "{text}");
+
+    // One that can: the question, with the state to send back; the new memory is already kept.
+    let (status, asked) = s
+        .post(
+            &remember_modern(changed, asks.clone(), json!({})),
+            &headers("acme"),
+        )
+        .await;
+    assert_eq!(status, 200, "{asked}");
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let question = &result["inputRequests"]["conflict"];
+    assert_eq!(question["method"], "elicitation/create");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("8080") && message.contains("8443"),
+        "{message}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let listed = s.ok(&acme, "list_memories", json!({})).await;
+    assert!(
+        listed.contains("2 memories"),
+        "stored before asking: {listed}"
+    );
+
+    let answer = |choice: &str, state: &str| {
+        json!({"inputResponses": {"conflict": {"action": "accept", "content": {"choice": choice}}},
+               "requestState": state})
+    };
+    // Forged, or replayed by another tenant: refused, and nothing changes.
+    let mut forged = state.clone();
+    forged.replace_range(2..3, if &state[2..3] == "A" { "B" } else { "A" });
+    for (state, tenant) in [(forged.as_str(), "acme"), (state.as_str(), "other")] {
+        let (_, refused) = s
+            .post(
+                &remember_modern(changed, asks.clone(), answer("replace", state)),
+                &headers(tenant),
+            )
+            .await;
+        assert_eq!(refused["result"]["isError"], true, "{refused}");
+        let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("requestState is not one this server gave"),
+            "{text}"
+        );
+    }
+    let listed = s.ok(&acme, "list_memories", json!({})).await;
+    assert!(
+        listed.contains("2 memories") && listed.contains(&old),
+        "{listed}"
+    );
+
+    // The user chose the new one: the old is gone, in the second round, and the call completes.
+    let (_, done) = s
+        .post(
+            &remember_modern(changed, asks.clone(), answer("replace", &state)),
+            &headers("acme"),
+        )
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["outcome"], "replaced",
+        "{done}"
+    );
+    assert_eq!(done["result"]["structuredContent"]["removed"], old.as_str());
+    let listed = s.ok(&acme, "list_memories", json!({})).await;
+    assert!(
+        listed.contains("1 memory") && listed.contains("8443") && !listed.contains(&old),
+        "{listed}"
+    );
+
+    // Asked again with another value, the user keeps the old one: the new is discarded.
+    let third = "the admin api listens on port 9443 behind the internal load balancer";
+    let (_, asked) = s
+        .post(
+            &remember_modern(third, asks.clone(), json!({})),
+            &headers("acme"),
+        )
+        .await;
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let (_, done) = s
+        .post(
+            &remember_modern(third, asks.clone(), answer("discard_new", &state)),
+            &headers("acme"),
+        )
+        .await;
+    assert_eq!(
+        done["result"]["structuredContent"]["outcome"], "discarded",
+        "{done}"
+    );
+    let listed = s.ok(&acme, "list_memories", json!({})).await;
+    assert!(
+        listed.contains("1 memory") && listed.contains("8443") && !listed.contains("9443"),
+        "{listed}"
+    );
 }

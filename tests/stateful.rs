@@ -198,19 +198,21 @@ async fn deployment(name: &'static str, processes: usize) -> Deployment {
     }
 }
 
-/// A JSON-RPC request as `who` (its own tenant, under auth with its token), the reply.
+/// A JSON-RPC request as `who`, naming its own tenant or (`foreign`) the other one; under auth
+/// with the token of its tenant (a reader's names both, read-only): the status and the reply.
 async fn request(
     deployment: &Deployment,
     server: &Running,
     case: usize,
     who: &Caller,
+    foreign: bool,
     method: &str,
     params: Value,
-) -> Value {
+) -> (u16, Value) {
     let name = |t: usize| format!("case{case}-{}", ["a", "b"][t]);
     let mut request = reqwest::Client::new()
         .post(format!("{}/mcp", server.url))
-        .header("x-tenant-id", name(who.tenant))
+        .header("x-tenant-id", name(who.tenant ^ usize::from(foreign)))
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
     if let Some(c) = who.conversation {
         request = request.header("x-conversation-id", format!("chat:{c}"));
@@ -224,18 +226,12 @@ async fn request(
         let claims = claims(&provider.issuer, &tenants, |c| c["scope"] = json!(scope));
         request = request.bearer_auth(signed(keys, &claims));
     }
-    request
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap_or(Value::Null)
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// A tool call as `who`, naming its own tenant or (`foreign`) the other one; under auth with
-/// the token of its tenant (a reader's names both, read-only). A refusal by HTTP status reads
-/// as the error `HTTP <status>`.
+/// A tool call (`request`); a refusal by HTTP status reads as the error `HTTP <status>`.
 async fn call(
     deployment: &Deployment,
     server: &Running,
@@ -245,29 +241,9 @@ async fn call(
     tool: &str,
     args: Value,
 ) -> (String, bool) {
-    let name = |t: usize| format!("case{case}-{}", ["a", "b"][t]);
-    let tenant = name(who.tenant ^ usize::from(foreign));
-    let conversation = who.conversation.map(|c| format!("chat:{c}"));
-    let mut request = reqwest::Client::new()
-        .post(format!("{}/mcp", server.url))
-        .header("x-tenant-id", &tenant)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args}}));
-    if let Some(c) = &conversation {
-        request = request.header("x-conversation-id", c);
-    }
-    if let Some((provider, keys)) = &deployment.auth {
-        let (tenants, scope) = match who.reader {
-            true => (vec![name(0), name(1)], "memory:read"),
-            false => (vec![name(who.tenant)], "memory:read memory:write"),
-        };
-        let tenants: Vec<&str> = tenants.iter().map(String::as_str).collect();
-        let claims = claims(&provider.issuer, &tenants, |c| c["scope"] = json!(scope));
-        request = request.bearer_auth(signed(keys, &claims));
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let reply: Value = response.json().await.unwrap_or(Value::Null);
+    let params = json!({"name": tool, "arguments": args});
+    let (status, reply) =
+        request(deployment, server, case, who, foreign, "tools/call", params).await;
     if status != 200 {
         return (format!("HTTP {status} {reply}"), true);
     }
@@ -447,8 +423,16 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
             }
             Op::Resources { caller: n, pick } => {
                 let who = caller(n);
-                let listed =
-                    request(deployment, server, case, &who, "resources/list", json!({})).await;
+                let (_, listed) = request(
+                    deployment,
+                    server,
+                    case,
+                    &who,
+                    false,
+                    "resources/list",
+                    json!({}),
+                )
+                .await;
                 let mut listed: Vec<String> = (listed["result"]["resources"].as_array())
                     .ok_or_else(|| format!("{context}: not a list: {listed}"))?
                     .iter()
@@ -474,13 +458,15 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                 }
                 let Some(id) = ever.get(pick) else { continue };
                 let uri = format!("memory://{id}");
-                let read = request(
+                let params = json!({"uri": uri});
+                let (_, read) = request(
                     deployment,
                     server,
                     case,
                     &who,
+                    false,
                     "resources/read",
-                    json!({"uri": uri}),
+                    params,
                 )
                 .await;
                 let visible = model.iter().any(|m| &m.id == id && who.sees(m));

@@ -251,8 +251,9 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
         }
         "ping" => request.result(json!({})),
         "tools/list" => request.result(json!({"tools": service.tool_list(structured)})),
-        "tools/call" => match call_tool(service, identity, request).await {
-            Ok(result) => request.result(tool_result(&result, structured)),
+        "tools/call" => match call_tool(service, identity, request, false).await {
+            Ok(Called::Done(result)) => request.result(tool_result(&result, structured)),
+            Ok(Called::Ask(_)) => unreachable!("the legacy era is never asked"),
             Err(reply) => reply,
         },
         method if surface(method) => match serve_surface(service, identity, request, false).await {
@@ -371,10 +372,24 @@ async fn modern(
         "tools/list" => {
             json!({"tools": service.tool_list(true), "ttlMs": 0, "cacheScope": "public"})
         }
-        "tools/call" => match call_tool(service, identity, request).await {
-            Ok(result) => tool_result(&result, true),
-            Err(reply) => return reply,
-        },
+        "tools/call" => {
+            let elicits = (meta.get(CAPABILITIES_KEY))
+                .and_then(|c| c.get("elicitation"))
+                .is_some_and(Value::is_object);
+            match call_tool(service, identity, request, elicits).await {
+                Ok(Called::Done(result)) => tool_result(&result, true),
+                // The call is not complete until the user answers (docs/behavior.md#asking-before-a-conflicting-memory-stays).
+                Ok(Called::Ask(question)) => {
+                    return request.result(json!({
+                        "resultType": "input_required",
+                        "inputRequests": question.input_requests,
+                        "requestState": question.state,
+                        "_meta": { SERVER_INFO_KEY: server_info() },
+                    }));
+                }
+                Err(reply) => return reply,
+            }
+        }
         method if surface(method) => match serve_surface(service, identity, request, true).await {
             Ok(result) => result,
             Err(reply) => return reply,
@@ -392,11 +407,19 @@ async fn modern(
     request.result(result)
 }
 
+/// What a tool call comes to: a result, or (2026-07-28 `remember`, a client that can be asked)
+/// a question for the user first.
+enum Called {
+    Done(ToolResult),
+    Ask(tools::conflict::Question),
+}
+
 async fn call_tool(
     service: &ToolService,
     identity: &Identity,
     request: &Request<'_>,
-) -> Result<ToolResult, Reply> {
+    elicits: bool,
+) -> Result<Called, Reply> {
     let Some(name) = request.params.get("name").and_then(Value::as_str) else {
         return Err(request.error(
             StatusCode::OK,
@@ -418,7 +441,20 @@ async fn call_tool(
         reply.insufficient_scope = Some(writes);
         return Err(reply);
     }
-    Ok(tools::call(service, name, request.params.get("arguments"), identity).await)
+    let params = request.params;
+    // The second round of a question: the answer completes the call; nothing runs again.
+    if name == "remember"
+        && let Some(state) = params.get("requestState").and_then(Value::as_str)
+    {
+        let answer = service.conflict_answer(identity, state, params.get("inputResponses"));
+        return Ok(Called::Done(answer.await));
+    }
+    let result = tools::call(service, name, params.get("arguments"), identity).await;
+    let question = match (name, identity) {
+        ("remember", Ok(ctx)) if elicits => service.conflict_question(ctx, &result),
+        _ => None,
+    };
+    Ok(question.map_or(Called::Done(result), Called::Ask))
 }
 
 /// The methods of resources and prompts (docs/behavior.md#resources).

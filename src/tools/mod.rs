@@ -5,6 +5,7 @@
 //! `ToolService::new`, as rmcp's tool router and mini-redis' commands are.
 
 mod args;
+pub mod conflict;
 mod cursor;
 mod forget;
 mod list_memories;
@@ -76,6 +77,8 @@ pub struct ToolService {
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
     pub deadline: Duration,
+    /// The key that seals a conflict question's state (`conflict`; `MCP_STATE_KEY`).
+    pub state_key: [u8; 32],
     pub metrics: Arc<Metrics>,
     /// In the order `tools/list` shows them; a tool not offered is not callable either.
     tools: Vec<&'static dyn Tool>,
@@ -91,6 +94,7 @@ impl ToolService {
         judgement: Judgement,
         deadline: Duration,
         metrics: Arc<Metrics>,
+        state_key: [u8; 32],
     ) -> Self {
         let tools = catalogue(store.exact_counts(), docs.is_some());
         let lists = [false, true].map(|structured| {
@@ -108,6 +112,7 @@ impl ToolService {
             duplicates: judgement.duplicates,
             keyword_weight: judgement.keyword_weight,
             deadline,
+            state_key,
             metrics,
             tools,
             lists,

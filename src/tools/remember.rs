@@ -93,7 +93,7 @@ const DEFINITION: Definition = Definition {
 
 fn output() -> Value {
     schema::object(json!({
-        "outcome": {"type": "string", "enum": ["stored", "replaced", "already_known"]},
+        "outcome": {"type": "string", "enum": ["stored", "replaced", "already_known", "discarded"]},
         "id": {"type": "string"},
         "memory": schema::memory(),
         "similar": {"type": "array", "items": schema::object(json!({

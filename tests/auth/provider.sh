@@ -35,9 +35,16 @@ case "${1:-}" in
   run)
     shift
     installed || { echo "oidc-provider is not installed: run $0 --install (make test does)" >&2; exit 1; }
-    # An ES module finds packages from where it lies: it runs from the prefix.
-    cp "$HERE/provider.mjs" "$PREFIX/provider.mjs"
-    exec "$NODE" "$PREFIX/provider.mjs" "$@"
+    # An ES module finds packages from where it lies: it runs from the prefix, as a copy
+    # named by its content, put in place by a rename, so that tests starting providers at
+    # once never run a half-written copy.
+    script="$PREFIX/provider-$(sha256sum <"$HERE/provider.mjs" | cut -c1-16).mjs"
+    if [[ ! -f "$script" ]]; then
+      tmp="$(mktemp "$PREFIX/provider.XXXXXX")"
+      cp "$HERE/provider.mjs" "$tmp"
+      mv -f "$tmp" "$script"
+    fi
+    exec "$NODE" "$script" "$@"
     ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
