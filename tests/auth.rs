@@ -324,6 +324,33 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
     .await;
     assert!(failed && text.contains("header is required"), "{text}");
 
+    // Resources and prompts that read memories need read access, as recall does.
+    let write_only = signed(
+        &keys,
+        &claims(&provider.issuer, &["alpha"], |c| {
+            c["scope"] = json!("memory:write")
+        }),
+    );
+    for method in ["resources/list", "prompts/get"] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
+                          "params": {"name": "review-memories"}});
+        let refused = post(server, Some(&write_only), &[], body).await;
+        assert_eq!(refused.status, 403, "{method}: {}", refused.body);
+        assert!(
+            refused.challenge.contains("scope=\"memory:read\""),
+            "{}",
+            refused.challenge
+        );
+    }
+    let listed = post(
+        server,
+        Some(&write_only),
+        &[],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "the prompts' list holds no memory");
+
     // The gateway's scope lets it act for any tenant its header stamps.
     let stamped = [("x-tenant-id", "gamma")];
     let (stored, failed) = ask(

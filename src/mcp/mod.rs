@@ -14,6 +14,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::context::Identity;
+use crate::log;
 use crate::tools::prompts::{self, PromptError};
 use crate::tools::resources::{self, ResourceError};
 use crate::tools::{self, ToolResult, ToolService};
@@ -469,17 +470,15 @@ fn surface(method: &str) -> bool {
     )
 }
 
-/// A resources or prompts request, answered for the caller: memories are the tenant's, so
-/// under 2026-07-28 every resource result may be cached by that caller alone (`private`);
-/// only the prompts' list is the same for everyone.
+/// A resources or prompts request, answered for the caller within the call deadline:
+/// memories are the tenant's, so under 2026-07-28 every resource result may be cached by that
+/// caller alone (`private`); only the prompts' list is the same for everyone.
 async fn serve_surface(
     service: &ToolService,
     identity: &Identity,
     request: &Request<'_>,
     modern: bool,
 ) -> Result<Value, Reply> {
-    let params = request.params;
-    let text = |name: &str| params.get(name).and_then(Value::as_str);
     // What a tenant holds needs read access, as recall does.
     let reads_memories = !matches!(request.method, "prompts/list" | "resources/templates/list");
     if reads_memories
@@ -490,40 +489,91 @@ async fn serve_surface(
             StatusCode::FORBIDDEN,
             code::INVALID_REQUEST,
             &format!(
-                "Forbidden: {} needs read access, which this credential does not grant                  (insufficient_scope)",
+                "Forbidden: {} needs read access, which this credential does not grant \
+                 (insufficient_scope)",
                 request.method
             ),
         );
         reply.insufficient_scope = Some(false);
         return Err(reply);
     }
-    let resource_failed = |e: ResourceError| match e {
-        ResourceError::NotFound(uri) => Reply::error_with_data(
+    let answered = tokio::time::timeout(
+        service.deadline,
+        surface_result(service, identity, request, modern),
+    );
+    let (mut result, scope) = answered.await.map_err(|_| {
+        request.error(
             StatusCode::OK,
-            request.id.clone(),
-            if modern {
-                code::INVALID_PARAMS
-            } else {
-                code::RESOURCE_NOT_FOUND
-            },
-            &format!("Resource not found: {uri}"),
-            json!({"uri": uri}),
-        ),
-        ResourceError::Invalid(message) => request.error(
+            code::INTERNAL,
+            &format!(
+                "{} did not finish within {} ms",
+                request.method,
+                service.deadline.as_millis()
+            ),
+        )
+    })??;
+    if modern && request.method != "prompts/get" {
+        result["ttlMs"] = json!(0);
+        result["cacheScope"] = json!(scope);
+    }
+    Ok(result)
+}
+
+/// At most this much of a caller's own text is echoed in an error.
+const ECHOED: usize = 200;
+
+/// `serve_surface`'s result and its cache scope, or the error reply.
+async fn surface_result(
+    service: &ToolService,
+    identity: &Identity,
+    request: &Request<'_>,
+    modern: bool,
+) -> Result<(Value, &'static str), Reply> {
+    let params = request.params;
+    let invalid = |message: &str| {
+        request.error(
             StatusCode::OK,
             code::INVALID_PARAMS,
             &format!("Invalid params: {message}"),
-        ),
-        ResourceError::Unavailable(cause) => request.error(
-            StatusCode::OK,
-            code::INTERNAL,
-            &format!("the memory store could not complete this request — {cause}"),
-        ),
+        )
     };
-    let (mut result, scope) = match request.method {
+    // A parameter of the wrong type is refused, never read as absent.
+    let text = |name: &str| match params.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(invalid(&format!("{name} must be a string"))),
+    };
+    let failed = |shown: &str, logged: &str| {
+        let fields = log::Fields {
+            tenant: identity.as_ref().ok().map(|ctx| ctx.tenant.as_str()),
+            tool: Some(request.method),
+            ..Default::default()
+        };
+        log::error("resource_failed", logged, &fields);
+        request.error(StatusCode::OK, code::INTERNAL, shown)
+    };
+    let resource_failed = |e: ResourceError| match e {
+        ResourceError::NotFound(uri) => {
+            let shown = render_quote(&uri);
+            Reply::error_with_data(
+                StatusCode::OK,
+                request.id.clone(),
+                if modern {
+                    code::INVALID_PARAMS
+                } else {
+                    code::RESOURCE_NOT_FOUND
+                },
+                &format!("Resource not found: {shown}"),
+                json!({"uri": shown}),
+            )
+        }
+        ResourceError::Invalid(message) => invalid(&message),
+        ResourceError::Unavailable { shown, logged } => failed(&shown, &logged),
+    };
+    Ok(match request.method {
         "resources/list" => {
             let (listed, next) =
-                (service.resources(identity, text("cursor")).await).map_err(resource_failed)?;
+                (service.resources(identity, text("cursor")?).await).map_err(resource_failed)?;
             let mut result = json!({"resources": listed});
             if let Some(next) = next {
                 result["nextCursor"] = json!(next);
@@ -535,47 +585,34 @@ async fn serve_surface(
             "private",
         ),
         "resources/read" => {
-            let uri = text("uri").ok_or_else(|| {
-                request.error(
-                    StatusCode::OK,
-                    code::INVALID_PARAMS,
-                    "Invalid params: resources/read needs a uri",
-                )
-            })?;
+            let uri = text("uri")?.ok_or_else(|| invalid("resources/read needs a uri"))?;
             let contents = (service.read_resource(identity, uri).await).map_err(resource_failed)?;
             (json!({"contents": contents}), "private")
         }
         "prompts/list" => (json!({"prompts": prompts::list()}), "public"),
         _ => {
-            let name = text("name").ok_or_else(|| {
-                request.error(
-                    StatusCode::OK,
-                    code::INVALID_PARAMS,
-                    "Invalid params: prompts/get needs a name",
-                )
-            })?;
-            let arguments = params.get("arguments").and_then(Value::as_object);
+            let name = text("name")?.ok_or_else(|| invalid("prompts/get needs a name"))?;
+            let arguments = match params.get("arguments") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(arguments)) => Some(arguments),
+                Some(_) => return Err(invalid("arguments must be an object")),
+            };
             let messages =
                 (service.prompt(identity, name, arguments).await).map_err(|e| match e {
-                    PromptError::Invalid(message) => request.error(
-                        StatusCode::OK,
-                        code::INVALID_PARAMS,
-                        &format!("Invalid params: {message}"),
-                    ),
-                    PromptError::Unavailable(cause) => request.error(
-                        StatusCode::OK,
-                        code::INTERNAL,
-                        &format!("the memory store could not complete this request — {cause}"),
-                    ),
+                    PromptError::Invalid(message) => invalid(&render_quote(&message)),
+                    PromptError::Unavailable(shown) => failed(&shown, &shown),
                 })?;
             (json!({"messages": messages}), "private")
         }
-    };
-    if modern && request.method != "prompts/get" {
-        result["ttlMs"] = json!(0);
-        result["cacheScope"] = json!(scope);
+    })
+}
+
+/// A caller's text for an error message: at most `ECHOED` characters.
+fn render_quote(text: &str) -> String {
+    match text.char_indices().nth(ECHOED) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
-    Ok(result)
 }
 
 /// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results).

@@ -1240,9 +1240,14 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
     let listed_gone = listed.iter().find(|m| m.id == gone.id).unwrap();
     assert_eq!(listed_gone.expires_at, Some(expiry));
     assert_eq!(store.count_by_type(&acme, &before).await.unwrap().total, 3);
+    let got = store.get(&acme, &before, &gone.id).await.unwrap();
+    assert_eq!(got.map(|m| m.id), Some(gone.id.clone()));
 
-    // From its instant, nothing finds it, lists it, counts it, forgets or replaces it.
+    // From its instant, nothing finds it, gets it, lists it, counts it, forgets or replaces it.
     let at = seen_at(Some("c1"), expiry);
+    for expired in [&gone, &private] {
+        assert_eq!(store.get(&acme, &at, &expired.id).await.unwrap(), None);
+    }
     let found = nearest(store, &acme, &at, &direction(0, 0.0), 5)
         .await
         .unwrap();

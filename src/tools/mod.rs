@@ -277,6 +277,17 @@ pub async fn call(
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> ToolResult {
+    called(service, name, arguments, identity).await.0
+}
+
+/// `call`, and whether its failure was the caller's or a dependency's (resources and prompts
+/// answer each with its own JSON-RPC code).
+pub async fn called(
+    service: &ToolService,
+    name: &str,
+    arguments: Option<&Value>,
+    identity: &Identity,
+) -> (ToolResult, Outcome) {
     let started = Instant::now();
     let (result, outcome) = answer(service, name, arguments, identity).await;
     // Only catalogue names become labels: a caller cannot mint new series.
@@ -288,7 +299,7 @@ pub async fn call(
     service
         .metrics
         .tool_call(tool, tenant, outcome, started.elapsed());
-    result
+    (result, outcome)
 }
 
 async fn answer(
@@ -417,7 +428,7 @@ mod tests {
         );
         assert_eq!(
             tool("remember")["annotations"],
-            json!({"title": "Remember", "readOnlyHint": false, "destructiveHint": false,
+            json!({"title": "Remember", "readOnlyHint": false, "destructiveHint": true,
                    "idempotentHint": false, "openWorldHint": false})
         );
         for t in &list {

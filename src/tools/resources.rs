@@ -21,16 +21,22 @@ pub enum ResourceError {
     NotFound(String),
     /// The request cannot be served as sent (no tenant, a bad cursor).
     Invalid(String),
-    /// The store failed.
-    Unavailable(String),
+    /// The store failed: the message for the caller, and what the log gets.
+    Unavailable { shown: String, logged: String },
 }
 
 impl From<ToolError> for ResourceError {
     fn from(e: ToolError) -> Self {
         match e {
             ToolError::Invalid(message) => ResourceError::Invalid(message),
-            ToolError::Dependency { shown, .. } => ResourceError::Unavailable(shown),
-            ToolError::Docs(cause) => ResourceError::Unavailable(cause),
+            ToolError::Dependency { shown, logged } => ResourceError::Unavailable {
+                shown: format!("the memory store could not complete this request — {shown}"),
+                logged,
+            },
+            ToolError::Docs(cause) => ResourceError::Unavailable {
+                shown: cause.clone(),
+                logged: cause,
+            },
         }
     }
 }
@@ -87,7 +93,7 @@ impl ToolService {
             json!({
                 "uri": format!("{SCHEME}{}", m.id),
                 "name": m.id,
-                "title": render::quote(&m.content, 80),
+                "title": render::quote(&m.content, 79),
                 "mimeType": "text/plain",
             })
         }));
@@ -104,19 +110,31 @@ impl ToolService {
         let ctx = identity(caller)?;
         let not_found = || ResourceError::NotFound(uri.to_owned());
         if uri == STATS {
-            let stats = super::call(self, "memory_stats", None, caller).await;
+            let (stats, _) = super::called(self, "memory_stats", None, caller).await;
             if stats.is_error {
-                return Err(ResourceError::Unavailable(stats.text));
+                // Already worded for the caller, and logged by the tool.
+                let text = stats.text.trim_start_matches("Error: ").to_owned();
+                return Err(ResourceError::Unavailable {
+                    shown: text.clone(),
+                    logged: text,
+                });
             }
             let data = stats.structured.unwrap_or(Value::Null);
             return Ok(contents(uri, stats.text, &data));
         }
         let id = uri.strip_prefix(SCHEME).ok_or_else(not_found)?;
-        if id.is_empty() || id.len() > crate::memory::MAX_ID_BYTES {
+        // An id no memory can have is not looked for: not found, as any other.
+        let possible = !id.is_empty()
+            && id.len() <= crate::memory::MAX_ID_BYTES
+            && id.bytes().all(|b| b.is_ascii_graphic());
+        if !possible {
             return Err(not_found());
         }
-        let memory = (self.store.get(&ctx.tenant, &ctx.visibility(), id).await)
+        let visibility = ctx.visibility();
+        // The store answers for visibility; what it returns is checked again (fail closed).
+        let memory = (self.store.get(&ctx.tenant, &visibility, id).await)
             .map_err(ToolError::from)?
+            .filter(|m| visibility.can_see(m))
             .ok_or_else(not_found)?;
         let mut text = String::new();
         render::memory(&mut text, 1, &memory, None);

@@ -41,8 +41,8 @@ pub struct Definition {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
     Reads,
-    /// Writes a memory; with `replaces` it removes the one it corrects, an addition that
-    /// supersedes, so not hinted destructive (docs/behavior.md#annotations).
+    /// Writes a memory; with `replaces` it removes the one it corrects, so it may destroy
+    /// (MCP's `destructiveHint`: "may perform destructive updates"; docs/behavior.md#annotations).
     Adds,
     /// Deletes a memory: destructive, and the same again changes nothing (idempotent).
     Deletes,
@@ -58,7 +58,7 @@ impl Definition {
     fn annotations(&self) -> Value {
         let mut hints = json!({"title": self.title, "readOnlyHint": self.effect == Effect::Reads});
         if self.effect != Effect::Reads {
-            hints["destructiveHint"] = json!(self.effect == Effect::Deletes);
+            hints["destructiveHint"] = json!(true);
             hints["idempotentHint"] = json!(self.effect == Effect::Deletes);
         }
         hints["openWorldHint"] = json!(self.open_world);

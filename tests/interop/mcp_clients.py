@@ -24,6 +24,7 @@ import traceback
 from contextlib import asynccontextmanager
 
 import httpx2
+import mcp_types
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -74,12 +75,13 @@ IDENTITY_VARIABLES = {"X-Memory-Tenant": "MEMORY_TENANT", "X-Conversation-Id": "
 
 
 @asynccontextmanager
-async def connect(target: str, mode: str, headers: dict[str, str]):
+async def connect(target: str, mode: str, headers: dict[str, str], elicitation_callback=None):
     if target.startswith("stdio:"):
         env = {k: os.environ[k] for k in SERVER_VARIABLES if k in os.environ}
         env |= {IDENTITY_VARIABLES[k]: v for k, v in headers.items()}
         server = StdioServerParameters(command=target[len("stdio:"):], args=["stdio"], env=env)
-        async with Client(server, mode=mode, read_timeout_seconds=60) as client:
+        async with Client(server, mode=mode, read_timeout_seconds=60,
+                          elicitation_callback=elicitation_callback) as client:
             yield client
         return
     # An access token an authorization server issued (run.sh's OAuth server), when given.
@@ -89,7 +91,8 @@ async def connect(target: str, mode: str, headers: dict[str, str]):
     # capture the traffic.
     async with httpx2.AsyncClient(headers=headers, trust_env=False,
                                   timeout=httpx2.Timeout(30, read=60)) as http:
-        async with Client(streamable_http_client(target, http_client=http), mode=mode) as client:
+        async with Client(streamable_http_client(target, http_client=http), mode=mode,
+                          elicitation_callback=elicitation_callback) as client:
             yield client
 
 
@@ -115,10 +118,10 @@ async def handshake(c: Checks, client, mode: str, what: str) -> None:
     tools = (await client.list_tools()).tools
     names = [t.name for t in tools]
     hints = {t.name: t.annotations for t in tools}
-    c.ok(f"{what}: recall is read-only, forget destructive, remember not destructive",
+    c.ok(f"{what}: recall is read-only, forget destructive and idempotent, remember not idempotent",
          hints["recall"] is not None and hints["recall"].read_only_hint is True
-         and hints["forget"].destructive_hint is True
-         and hints["remember"].destructive_hint is False, hints)
+         and hints["forget"].destructive_hint is True and hints["forget"].idempotent_hint is True
+         and hints["remember"].idempotent_hint is False, hints)
     c.ok(f"{what}: tools/list is exactly {EXPECTED_TOOLS}", names == EXPECTED_TOOLS, names)
 
 
@@ -238,6 +241,29 @@ async def run(url: str, mode: str, c: Checks) -> None:
 
         t = await call(c, a, "forget", {"id": mem_id})
         c.ok("forget again: 'No memory with id'", "No memory with id" in t, t)
+
+    # --- D: under 2026-07-28 a client that can be asked is asked about a conflicting memory
+    # (docs/behavior.md#asking-before-a-conflicting-memory-stays); the SDK completes the call.
+    if mode == "auto":
+        asked = []
+
+        async def choose_the_new_one(context, params):
+            asked.append(params.message)
+            return mcp_types.ElicitResult(action="accept", content={"choice": "replace"})
+
+        old = "the admin api listens on port 8080 behind the internal load balancer"
+        new = "the admin api listens on port 8443 behind the internal load balancer"
+        async with connect(url, mode, {"X-Memory-Tenant": tenant + "-asked"},
+                           elicitation_callback=choose_the_new_one) as d:
+            t = await call(c, d, "remember", {"content": old})
+            old_id = re.match(rf"\[MEMORY\] Stored as ({ULID})\.", t).group(1)
+            t = await call(c, d, "remember", {"content": new})
+            c.ok("a conflicting memory: the user was asked, with both values",
+                 len(asked) == 1 and "8080" in asked[0] and "8443" in asked[0], asked)
+            c.ok("the answer completed the call: the new one replaced the old",
+                 "replacing " + old_id in t, t)
+            t = await call(c, d, "list_memories", {})
+            c.ok("only the new memory is kept", "1 memory" in t and "8443" in t, t)
 
     # --- C: no tenant header at all (a stdio process without one does not start) ----------
     if stdio:

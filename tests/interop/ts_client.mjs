@@ -86,9 +86,10 @@ ok(`tools/list is exactly ${EXPECTED_TOOLS}`, JSON.stringify(names) === JSON.str
 const hints = Object.fromEntries(listed.map((t) => [t.name, t.annotations ?? {}]));
 ok("recall, list_memories and memory_stats are read-only",
   ["recall", "list_memories", "memory_stats"].every((n) => hints[n].readOnlyHint === true), hints);
-ok("forget is destructive and idempotent; remember is neither read-only nor destructive",
+ok("forget is destructive and idempotent; remember may destroy (replaces) and is not idempotent",
   hints.forget.destructiveHint === true && hints.forget.idempotentHint === true
-    && hints.remember.readOnlyHint === false && hints.remember.destructiveHint === false, hints);
+    && hints.remember.readOnlyHint === false && hints.remember.destructiveHint === true
+    && hints.remember.idempotentHint === false, hints);
 ok("every tool has a title", listed.every((t) => typeof t.title === "string" && t.title.length > 0), listed);
 
 let r = await call(project, "remember", { content: FACT, tags: ["ci"] });

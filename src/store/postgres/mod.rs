@@ -386,13 +386,14 @@ impl MemoryStore for PostgresStore {
         after: Option<&After>,
         limit: usize,
     ) -> Result<Vec<Memory>, StoreError> {
-        // The memory listed last, at its own stored time when it is still there (a row an
-        // older release wrote may hold microseconds the cursor's milliseconds lack).
+        // The memory listed last, at its own stored time when it is still there and visible
+        // (a row an older release wrote may hold microseconds the cursor's milliseconds lack);
+        // one the caller cannot see is never looked up, so a forged cursor tells nothing.
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memories WHERE tenant_id = $1 AND {VISIBLE} \
              AND ($4::text IS NULL OR memory_type = $4) \
              AND ($6::bigint IS NULL OR (created_at, id) < (coalesce( \
-               (SELECT created_at FROM memories WHERE tenant_id = $1 AND id = $7), \
+               (SELECT created_at FROM memories WHERE tenant_id = $1 AND id = $7 AND {VISIBLE}), \
                to_timestamp($6::double precision / 1000)), $7)) \
              ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
