@@ -16,9 +16,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use std::time::Instant;
+
 use super::{ToolResult, ToolService, render};
 use crate::context::{Identity, RequestContext};
+use crate::log;
 use crate::memory::now_ms;
+use crate::metrics::Outcome;
 
 /// The key of the one input request.
 pub const INPUT: &str = "conflict";
@@ -86,7 +90,8 @@ impl ToolService {
         })
     }
 
-    /// The second round: `remember` called again with the user's answer and the state.
+    /// The second round: `remember` called again with the user's answer and the state;
+    /// counted and logged as a call of `remember`, as the first round was.
     pub async fn conflict_answer(
         &self,
         caller: &Identity,
@@ -97,12 +102,43 @@ impl ToolService {
             Ok(ctx) => ctx,
             Err(refusal) => return ToolResult::error(refusal.clone()),
         };
+        let started = Instant::now();
+        let (result, outcome) = self.settle(ctx, state, responses).await;
+        let elapsed = started.elapsed();
+        let tenant = Some(ctx.tenant.as_str());
+        self.metrics.tool_call("remember", tenant, outcome, elapsed);
+        let fields = log::Fields {
+            tenant,
+            tool: Some("remember"),
+            credential: ctx.author.as_deref(),
+            ms: Some(elapsed.as_millis()),
+            ok: Some(!result.is_error),
+            in_conversation: Some(ctx.conversation.is_some()),
+        };
+        log::info("tool_call", &fields);
+        result
+    }
+
+    async fn settle(
+        &self,
+        ctx: &RequestContext,
+        state: &str,
+        responses: Option<&Value>,
+    ) -> (ToolResult, Outcome) {
         let refused = || {
-            ToolResult::error(
-                "Error: requestState is not one this server gave this caller, or its ten \
-                 minutes are over; nothing was changed (list_memories shows what is stored)."
-                    .into(),
-            )
+            let text = "Error: requestState is not one this server gave this caller, or its ten \
+                        minutes are over; nothing was changed (list_memories shows what is stored).";
+            (ToolResult::error(text.into()), Outcome::Invalid)
+        };
+        let failed = |e: crate::store::StoreError| {
+            let fields = log::Fields {
+                tenant: Some(ctx.tenant.as_str()),
+                tool: Some("remember"),
+                ..Default::default()
+            };
+            log::error("tool_failed", &e.to_string(), &fields);
+            let text = format!("Error: the memory store could not complete this request — {e}");
+            (ToolResult::error(text), Outcome::Failed)
         };
         let Some(state) = open(&self.state_key, state) else {
             return refused();
@@ -129,18 +165,12 @@ impl ToolService {
         if let Some(gone) = gone
             && let Err(e) = self.store.delete(&ctx.tenant, &visibility, gone).await
         {
-            return ToolResult::error(format!(
-                "Error: the memory store could not complete this request — {e}"
-            ));
+            return failed(e);
         }
         let memory = match self.store.get(&ctx.tenant, &visibility, kept).await {
             Ok(Some(memory)) => memory,
             Ok(None) => return refused(),
-            Err(e) => {
-                return ToolResult::error(format!(
-                    "Error: the memory store could not complete this request — {e}"
-                ));
-            }
+            Err(e) => return failed(e),
         };
         let mut text = match outcome {
             "replaced" => format!(
@@ -163,7 +193,7 @@ impl ToolService {
         };
         let data = json!({"outcome": outcome, "id": memory.id, "memory": render::data(&memory),
                           "similar": similar, "removed": gone});
-        ToolResult::ok(super::Answer::new(text, data))
+        (ToolResult::ok(super::Answer::new(text, data)), Outcome::Ok)
     }
 }
 
