@@ -611,6 +611,16 @@ pub async fn accesses_are_counted_and_keep_the_latest_time(store: &dyn MemorySto
         (1, Some(T0 + 100))
     );
     assert_eq!(a_now.content, "a");
+    // One memory, got by id, is as whole as a listed one: its uses with it.
+    let got = store
+        .get(&acme, &seen_from(None), &a.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.access_count, got.last_accessed_at),
+        (2, Some(T0 + 100))
+    );
 }
 
 pub async fn delete_removes_exactly_one_memory(store: &dyn MemoryStore) {

@@ -655,7 +655,12 @@ impl MemoryStore for S3Store {
         visibility: &Visibility,
         id: &str,
     ) -> Result<Option<Memory>, StoreError> {
-        self.visible_memory(tenant, visibility, id).await
+        let Some(memory) = self.visible_memory(tenant, visibility, id).await? else {
+            return Ok(None);
+        };
+        // Whole, as `list` gives it: its uses counted by every pod with it.
+        let tally = self.usage(tenant).await?;
+        Ok(Some(with_usage(memory, &tally)))
     }
 
     async fn delete(
