@@ -62,12 +62,13 @@ impl RequestContext {
 /// must be one `credential` may use; a credential of exactly one tenant needs no header.
 pub fn resolve(headers: &HeaderMap, credential: &Credential) -> Identity {
     let conversation = conversation(headers)?;
-    let tenant = match (tenant(headers), &credential.tenants) {
+    let tenant = match (named_tenant(headers)?, &credential.tenants) {
+        (Some(tenant), _) => tenant,
         // A claim the header rules refuse is named as the credential's, not the header's.
-        (Err(_), Tenants::Only(only)) if only.len() == 1 && !sent_tenant(headers) => {
+        (None, Tenants::Only(only)) if only.len() == 1 => {
             Tenant::parse("the credential's tenant", only[0].clone())?
         }
-        (tenant, _) => tenant?,
+        (None, _) => return Err(tenant_required()),
     };
     if let Tenants::Only(only) = &credential.tenants
         && !only.iter().any(|t| t == tenant.as_str())
@@ -87,14 +88,6 @@ pub fn resolve(headers: &HeaderMap, credential: &Credential) -> Identity {
         conversation,
         author: credential.name.clone(),
         access: credential.access,
-    })
-}
-
-/// Whether either tenant header was sent non-blank.
-fn sent_tenant(headers: &HeaderMap) -> bool {
-    [EXPLICIT_TENANT, STAMPED_TENANT].iter().any(|name| {
-        (headers.get_all(*name).iter())
-            .any(|v| !trim(&String::from_utf8_lossy(v.as_bytes())).is_empty())
     })
 }
 
@@ -131,21 +124,25 @@ fn single(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
     Ok(first.map(|v| trim(&String::from_utf8_lossy(v.as_bytes())).to_owned()))
 }
 
-fn tenant(headers: &HeaderMap) -> Result<Tenant, String> {
+/// The tenant a header names: `X-Memory-Tenant`, else `X-Tenant-Id`; None when neither is sent
+/// (or both are blank).
+fn named_tenant(headers: &HeaderMap) -> Result<Option<Tenant>, String> {
     let explicit = single(headers, EXPLICIT_TENANT)?.filter(|v| !v.is_empty());
     let (header, value) = match explicit {
         Some(v) => (EXPLICIT_TENANT, v),
         None => match single(headers, STAMPED_TENANT)?.filter(|v| !v.is_empty()) {
             Some(v) => (STAMPED_TENANT, v),
-            None => {
-                return Err(format!(
-                    "{EXPLICIT_TENANT} header is required: set it on the MCP server entry in \
-                     the registry so this project's memories are kept apart from others'."
-                ));
-            }
+            None => return Ok(None),
         },
     };
-    Tenant::parse(header, value)
+    Tenant::parse(header, value).map(Some)
+}
+
+fn tenant_required() -> String {
+    format!(
+        "{EXPLICIT_TENANT} header is required: set it on the MCP server entry in the registry so \
+         this project's memories are kept apart from others'."
+    )
 }
 
 fn conversation(headers: &HeaderMap) -> Result<Option<Conversation>, String> {

@@ -433,14 +433,7 @@ async fn call_tool(
     if let (Ok(ctx), Some(writes)) = (identity, service.writes(name))
         && !ctx.access.allows(writes)
     {
-        let needs = if writes { "write" } else { "read" };
-        let mut reply = request.error(
-            StatusCode::FORBIDDEN,
-            code::INVALID_REQUEST,
-            &format!("Forbidden: {name} needs {needs} access, which this credential does not grant (insufficient_scope)"),
-        );
-        reply.insufficient_scope = Some(writes);
-        return Err(reply);
+        return Err(insufficient_scope(request, name, writes));
     }
     let params = request.params;
     // The second round of a question: the answer completes the call; nothing runs again.
@@ -456,6 +449,22 @@ async fn call_tool(
         _ => None,
     };
     Ok(question.map_or(Called::Done(result), Called::Ask))
+}
+
+/// RFC 6750's 403 for `what` (a tool, or a method), which needs write (or read) access the
+/// credential does not grant; the HTTP edge adds the challenge naming the scope.
+fn insufficient_scope(request: &Request<'_>, what: &str, writes: bool) -> Reply {
+    let needs = if writes { "write" } else { "read" };
+    let mut reply = request.error(
+        StatusCode::FORBIDDEN,
+        code::INVALID_REQUEST,
+        &format!(
+            "Forbidden: {what} needs {needs} access, which this credential does not grant \
+             (insufficient_scope)"
+        ),
+    );
+    reply.insufficient_scope = Some(writes);
+    reply
 }
 
 /// The methods of resources and prompts (docs/behavior.md#resources).
@@ -485,17 +494,7 @@ async fn serve_surface(
         && let Ok(ctx) = identity
         && !ctx.access.read
     {
-        let mut reply = request.error(
-            StatusCode::FORBIDDEN,
-            code::INVALID_REQUEST,
-            &format!(
-                "Forbidden: {} needs read access, which this credential does not grant \
-                 (insufficient_scope)",
-                request.method
-            ),
-        );
-        reply.insufficient_scope = Some(false);
-        return Err(reply);
+        return Err(insufficient_scope(request, request.method, false));
     }
     let answered = tokio::time::timeout(
         service.deadline,
@@ -554,7 +553,7 @@ async fn surface_result(
     };
     let resource_failed = |e: ResourceError| match e {
         ResourceError::NotFound(uri) => {
-            let shown = render_quote(&uri);
+            let shown = tools::quote(&uri, ECHOED);
             Reply::error_with_data(
                 StatusCode::OK,
                 request.id.clone(),
@@ -599,20 +598,12 @@ async fn surface_result(
             };
             let messages =
                 (service.prompt(identity, name, arguments).await).map_err(|e| match e {
-                    PromptError::Invalid(message) => invalid(&render_quote(&message)),
+                    PromptError::Invalid(message) => invalid(&tools::quote(&message, ECHOED)),
                     PromptError::Unavailable(shown) => failed(&shown, &shown),
                 })?;
             (json!({"messages": messages}), "private")
         }
     })
-}
-
-/// A caller's text for an error message: at most `ECHOED` characters.
-fn render_quote(text: &str) -> String {
-    match text.char_indices().nth(ECHOED) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
 }
 
 /// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results).

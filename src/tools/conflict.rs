@@ -137,7 +137,7 @@ impl ToolService {
                 ..Default::default()
             };
             log::error("tool_failed", &e.to_string(), &fields);
-            let text = format!("Error: the memory store could not complete this request — {e}");
+            let text = format!("Error: {}", super::store_failed(&e.to_string()));
             (ToolResult::error(text), Outcome::Failed)
         };
         let Some(state) = open(&self.state_key, state) else {

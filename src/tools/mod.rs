@@ -269,6 +269,18 @@ impl From<DocsError> for ToolError {
     }
 }
 
+/// What a caller reads when the store failed, `shown` being the store's own words: one
+/// wording for the tools, resources, prompts and a question's second round.
+pub fn store_failed(shown: &str) -> String {
+    format!("the memory store could not complete this request — {shown}")
+}
+
+/// `text` quoted on one line, at most `chars` characters (`render::quote`), for what the
+/// protocol layer echoes of a caller's input.
+pub fn quote(text: &str, chars: usize) -> String {
+    render::quote(text, chars)
+}
+
 /// Runs the tool `name` for the caller. Never fails at the protocol level: every problem
 /// is a result with `is_error` set, in the order docs/behavior.md#validation gives.
 pub async fn call(
@@ -359,7 +371,7 @@ async fn answer(
         Err(ToolError::Invalid(message)) => refused(format!("Error: {message}")),
         Err(ToolError::Dependency { shown, logged }) => {
             log::error("tool_failed", &logged, &fields);
-            let text = format!("Error: the memory store could not complete this request — {shown}");
+            let text = format!("Error: {}", store_failed(&shown));
             (ToolResult::error(text), Outcome::Failed)
         }
         Err(ToolError::Docs(cause)) => {

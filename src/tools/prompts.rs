@@ -21,9 +21,9 @@ impl From<ToolError> for PromptError {
     fn from(e: ToolError) -> Self {
         match e {
             ToolError::Invalid(message) => PromptError::Invalid(message),
-            ToolError::Dependency { shown, .. } => PromptError::Unavailable(format!(
-                "the memory store could not complete this request — {shown}"
-            )),
+            ToolError::Dependency { shown, .. } => {
+                PromptError::Unavailable(super::store_failed(&shown))
+            }
             ToolError::Docs(cause) => PromptError::Unavailable(cause),
         }
     }

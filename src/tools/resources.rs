@@ -30,7 +30,7 @@ impl From<ToolError> for ResourceError {
         match e {
             ToolError::Invalid(message) => ResourceError::Invalid(message),
             ToolError::Dependency { shown, logged } => ResourceError::Unavailable {
-                shown: format!("the memory store could not complete this request — {shown}"),
+                shown: super::store_failed(&shown),
                 logged,
             },
             ToolError::Docs(cause) => ResourceError::Unavailable {
