@@ -93,6 +93,15 @@ async fn serve_oauth(issuer: &str) -> Served {
     serve(&[("OAUTH_ISSUER", issuer), ("OAUTH_RESOURCE", RESOURCE)]).await
 }
 
+/// A fresh authorization server (its keys in a file of a directory that lives as long as
+/// the first value), and a server taking its tokens.
+async fn issuer_and_server() -> (tempfile::TempDir, PathBuf, Provider, Served) {
+    let (dir, keys) = keys_file();
+    let provider = Provider::start(&keys, 0, false).await;
+    let served = serve_oauth(&provider.issuer).await;
+    (dir, keys, provider, served)
+}
+
 fn keys_file() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("provider-keys.json");
@@ -101,9 +110,7 @@ fn keys_file() -> (tempfile::TempDir, PathBuf) {
 
 #[tokio::test]
 async fn the_metadata_names_the_issuer_and_a_request_without_a_token_is_told_where_it_is() {
-    let (_keys_dir, keys) = keys_file();
-    let provider = Provider::start(&keys, 0, false).await;
-    let served = serve_oauth(&provider.issuer).await;
+    let (_keys_dir, _, provider, served) = issuer_and_server().await;
     let url = &served.server.url;
     for path in [
         "/.well-known/oauth-protected-resource/mcp",
@@ -182,9 +189,7 @@ async fn the_metadata_names_the_issuer_and_a_request_without_a_token_is_told_whe
 
 #[tokio::test]
 async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
-    let (_keys_dir, keys) = keys_file();
-    let provider = Provider::start(&keys, 0, false).await;
-    let served = serve_oauth(&provider.issuer).await;
+    let (_keys_dir, keys, provider, served) = issuer_and_server().await;
     let server = &served.server;
     let writer = provider
         .token("alpha-writer", "memory:read memory:write")
@@ -400,9 +405,7 @@ async fn a_token_reaches_its_own_tenants_and_does_only_what_its_scopes_allow() {
 
 #[tokio::test]
 async fn forged_stale_and_misdirected_tokens_are_refused_and_change_nothing() {
-    let (_keys_dir, keys) = keys_file();
-    let provider = Provider::start(&keys, 0, false).await;
-    let served = serve_oauth(&provider.issuer).await;
+    let (_keys_dir, keys, provider, served) = issuer_and_server().await;
     let server = &served.server;
     let issuer = provider.issuer.clone();
     let gateway = provider

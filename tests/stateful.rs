@@ -253,6 +253,16 @@ async fn call(
     (text, reply["result"]["isError"] == true)
 }
 
+/// The ids of the model's memories `who` may see, sorted.
+fn visible_ids(model: &[Stored], who: &Caller) -> Vec<String> {
+    let mut visible: Vec<String> = (model.iter())
+        .filter(|m| who.sees(m))
+        .map(|m| m.id.clone())
+        .collect();
+    visible.sort();
+    visible
+}
+
 /// Runs `ops` on fresh tenants, checking every answer against the model.
 async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> Result<(), String> {
     let mut model: Vec<Stored> = Vec::new();
@@ -410,13 +420,8 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                 let who = caller(n);
                 let (answer, is_error) = ask!(&who, "list_memories", json!({"limit": 50}));
                 let mut listed = ids(&answer);
-                let mut visible: Vec<String> = model
-                    .iter()
-                    .filter(|m| who.sees(m))
-                    .map(|m| m.id.clone())
-                    .collect();
                 listed.sort();
-                visible.sort();
+                let visible = visible_ids(&model, &who);
                 if is_error || listed != visible {
                     return Err(format!("{context}: listed {listed:?}, visible {visible:?}"));
                 }
@@ -444,13 +449,8 @@ async fn check(deployment: &Deployment, case: usize, ops: Vec<(Op, usize)>) -> R
                     })
                     .filter(|id| id != "stats")
                     .collect();
-                let mut visible: Vec<String> = model
-                    .iter()
-                    .filter(|m| who.sees(m))
-                    .map(|m| m.id.clone())
-                    .collect();
                 listed.sort();
-                visible.sort();
+                let visible = visible_ids(&model, &who);
                 if listed != visible {
                     return Err(format!(
                         "{context}: resources {listed:?}, visible {visible:?}"
