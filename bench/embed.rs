@@ -1,15 +1,17 @@
 //! Embedding speed of the in-process model: load time, one short query at a time (p50,
 //! p95), batched throughput, and resident memory with the model loaded.
 //!
-//!     make models && cargo bench --bench embed [-- MODEL_DIR]   (default: MiniLM)
+//!     make models && cargo bench --bench embed [-- MODEL_DIR [--kernel=portable|avx2|avx512]]
 //!
-//! Prints a one-line summary and writes bench/results/embed-<model>.json.
+//! The default model is MiniLM, the default kernel the fastest this CPU runs. Prints a
+//! one-line summary and writes bench/results/embed-<model>-<kernel>.json.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use mcp_memory::embed::Embedder;
 use mcp_memory::embed::local::LocalEmbedder;
+use mcp_memory_encoder::Kernel;
 
 const SINGLE_RUNS: usize = 200;
 const BATCH_TEXTS: usize = 1024;
@@ -17,11 +19,20 @@ const BATCH_SIZE: usize = 32;
 const IN_FLIGHT: usize = 128;
 
 fn rss_mb() -> f64 {
+    status_mb("VmRSS:")
+}
+
+/// The most this process has held resident so far.
+fn peak_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+fn status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
@@ -64,9 +75,14 @@ async fn main() {
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".models/all-MiniLM-L6-v2")
         });
+    let kernel = std::env::args()
+        .find_map(|a| a.strip_prefix("--kernel=").map(str::to_owned))
+        .map(|name| Kernel::named(&name).unwrap())
+        .unwrap_or_else(Kernel::best);
     let rss_before = rss_mb();
     let started = Instant::now();
-    let embedder = LocalEmbedder::load(&dir, None).expect("model loads (run `make models`)");
+    let embedder =
+        LocalEmbedder::load_on(&dir, None, kernel).expect("model loads (run `make models`)");
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     embedder.embed("warm up").await.unwrap();
 
@@ -103,27 +119,29 @@ async fn main() {
         answer.unwrap();
     }
     let concurrent_per_s = BATCH_TEXTS as f64 / t.elapsed().as_secs_f64();
-    let rss = rss_mb();
+    let (rss, peak) = (rss_mb(), peak_mb());
 
     let result = serde_json::json!({
         "model": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "kernel": kernel.name(),
         "dimension": embedder.dimension(),
         "load_ms": load_ms,
         "single": {"runs": SINGLE_RUNS, "p50_ms": p50, "p95_ms": p95, "per_s": single_per_s},
         "batched": {"texts": BATCH_TEXTS, "batch": BATCH_SIZE, "per_s": batched_per_s},
         "concurrent": {"texts": BATCH_TEXTS, "per_s": concurrent_per_s},
-        "rss_mb": {"before_load": rss_before, "after": rss},
+        "rss_mb": {"before_load": rss_before, "after": rss, "peak": peak},
     });
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&out).unwrap();
     let name = dir.file_name().unwrap_or_default().to_string_lossy();
     std::fs::write(
-        out.join(format!("embed-{name}.json")),
+        out.join(format!("embed-{name}-{}.json", kernel.name())),
         serde_json::to_string_pretty(&result).unwrap(),
     )
     .unwrap();
     println!(
-        "embed: load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
-         batched {batched_per_s:.0}/s, concurrent {concurrent_per_s:.0}/s, RSS {rss:.0} MB"
+        "embed {name} ({}): load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
+         batched {batched_per_s:.0}/s, concurrent {concurrent_per_s:.0}/s, RSS {rss:.0} MB (peak {peak:.0})",
+        kernel.name()
     );
 }

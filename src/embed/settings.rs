@@ -41,7 +41,7 @@ impl Calibration {
     };
 }
 
-/// A model `scripts/fetch_model.sh` fetches, and what recall measured for it.
+/// A model `mcp-memory model fetch` fetches (`super::fetch`), and what recall measured for it.
 #[cfg(feature = "local")]
 pub struct LocalModel {
     pub name: &'static str,

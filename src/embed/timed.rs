@@ -37,6 +37,10 @@ impl Embedder for TimedEmbedder {
         self.inner.model()
     }
 
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
     fn health(&self) -> Result<(), String> {
         self.inner.health()
     }

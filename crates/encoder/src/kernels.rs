@@ -1,0 +1,608 @@
+//! The encoder's arithmetic, once portable and, on x86-64, once for AVX2 with FMA and once for
+//! AVX-512: a 4×4 tile of dot products (every matrix product of the model is rows of
+//! activations against rows of weights), unpacking q4 weights to f32, and the element-wise
+//! steps (GELU, softmax, LayerNorm). One is picked per process ([`Kernel::best`]); each SIMD
+//! version is tested against the portable one on the machine that has it (tests below).
+//!
+//! The element-wise steps are written once, in plain Rust, and compiled three times inside
+//! functions that enable each instruction set ([`with_kernel!`]), so the compiler vectorises
+//! them for it; the tile and the unpacking, where that is not enough, are written with
+//! intrinsics.
+
+/// The instruction set the encoder's arithmetic runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// Plain Rust, for every CPU.
+    Portable,
+    /// x86-64 with AVX2 and FMA (Haswell, Zen and later).
+    Avx2,
+    /// x86-64 with AVX-512 F, BW, DQ and VL (Skylake-SP, Ice Lake, Zen 4 and later).
+    Avx512,
+}
+
+impl Kernel {
+    /// The fastest this CPU runs.
+    pub fn best() -> Kernel {
+        *Kernel::available()
+            .last()
+            .expect("the portable kernel is always available")
+    }
+
+    /// Every kernel this CPU runs, slowest first.
+    pub fn available() -> Vec<Kernel> {
+        let mut kernels = vec![Kernel::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                kernels.push(Kernel::Avx2);
+                if is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512dq")
+                    && is_x86_feature_detected!("avx512vl")
+                {
+                    kernels.push(Kernel::Avx512);
+                }
+            }
+        }
+        kernels
+    }
+
+    /// The kernel called `name` (`portable`, `avx2`, `avx512`), if this CPU runs it.
+    pub fn named(name: &str) -> Result<Kernel, String> {
+        let kernel = match name {
+            "portable" => Kernel::Portable,
+            "avx2" => Kernel::Avx2,
+            "avx512" => Kernel::Avx512,
+            other => {
+                return Err(format!(
+                    "unknown kernel \"{other}\": portable, avx2 or avx512"
+                ));
+            }
+        };
+        if Kernel::available().contains(&kernel) {
+            Ok(kernel)
+        } else {
+            Err(format!("this CPU cannot run the {name} kernel"))
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Portable => "portable",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx512 => "avx512",
+        }
+    }
+
+    /// The dot products of `m` rows of `x` (row r at `r · stride`, each as long as the weight
+    /// rows) with four weight rows, four rows at a time: `emit(r, tile)` gets rows r to r + 3
+    /// (rows past `m` repeat the last and are to be ignored).
+    #[inline]
+    pub fn products(
+        self,
+        x: &[f32],
+        stride: usize,
+        m: usize,
+        w: [&[f32]; 4],
+        emit: impl FnMut(usize, &[[f32; 4]; 4]),
+    ) {
+        let k = w[0].len();
+        assert!(w.iter().all(|r| r.len() == k), "weight rows of one length");
+        assert!(m == 0 || (m - 1) * stride + k <= x.len(), "x holds m rows");
+        match self {
+            Kernel::Portable => products_portable(x, stride, m, w, emit),
+            // SAFETY: a kernel other than Portable is only made where the CPU has its
+            // features (`Kernel::available`); the rows lie within x and w (asserted above).
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::products_avx2(x, stride, m, w, emit) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::products_avx512(x, stride, m, w, emit) },
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => products_portable(x, stride, m, w, emit),
+        }
+    }
+
+    /// Unpacks q4 blocks (module docs of `crate::weights`) into `out`, 32 weights a block.
+    #[inline]
+    pub fn unpack_q4(self, blocks: &[u8], out: &mut [f32]) {
+        assert_eq!(blocks.len() / Q4_BLOCK_BYTES * Q4_BLOCK, out.len());
+        assert_eq!(blocks.len() % Q4_BLOCK_BYTES, 0);
+        match self {
+            Kernel::Portable => unpack_q4_portable(blocks, out),
+            // SAFETY: as in `tile`; the lengths are asserted above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::unpack_q4_avx2(blocks, out) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::unpack_q4_avx512(blocks, out) },
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unpack_q4_portable(blocks, out),
+        }
+    }
+}
+
+/// Weights in a q4 block, and the bytes it takes: an IEEE half scale, then 16 bytes whose
+/// low nibbles are weights 0–15 and high nibbles 16–31, each `(nibble − 8) × scale`.
+pub const Q4_BLOCK: usize = 32;
+pub const Q4_BLOCK_BYTES: usize = 18;
+
+/// Four rows of x from row `i` (the last repeated past `m`), each `k` long.
+#[inline(always)]
+fn rows_at(x: &[f32], stride: usize, m: usize, i: usize, k: usize) -> [&[f32]; 4] {
+    std::array::from_fn(|d| {
+        let r = (i + d).min(m - 1) * stride;
+        &x[r..r + k]
+    })
+}
+
+fn products_portable(
+    x: &[f32],
+    stride: usize,
+    m: usize,
+    w: [&[f32]; 4],
+    mut emit: impl FnMut(usize, &[[f32; 4]; 4]),
+) {
+    let k = w[0].len();
+    for i in (0..m).step_by(4) {
+        let x = rows_at(x, stride, m, i, k);
+        emit(i, &x.map(|x| w.map(|w| dot(x, w))));
+    }
+}
+
+/// One dot product in eight running sums, a shape every target's vectoriser takes.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let mut acc = [0f32; LANES];
+    let (a_body, b_body) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = a_body
+        .remainder()
+        .iter()
+        .zip(b_body.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a_body.zip(b_body) {
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+fn unpack_q4_portable(blocks: &[u8], out: &mut [f32]) {
+    for (block, out) in blocks
+        .chunks_exact(Q4_BLOCK_BYTES)
+        .zip(out.chunks_exact_mut(Q4_BLOCK))
+    {
+        let scale = half(u16::from_le_bytes([block[0], block[1]]));
+        for (j, byte) in block[2..].iter().enumerate() {
+            out[j] = (i32::from(byte & 0x0f) - 8) as f32 * scale;
+            out[j + 16] = (i32::from(byte >> 4) - 8) as f32 * scale;
+        }
+    }
+}
+
+/// An IEEE 754 half, exactly, by moving its bits (a block's scale is read per 32 weights, so
+/// this must cost a few instructions, not a call).
+#[inline(always)]
+pub fn half(bits: u16) -> f32 {
+    let bits = u32::from(bits);
+    let sign = (bits & 0x8000) << 16;
+    let exponent = (bits >> 10) & 0x1f;
+    let mantissa = bits & 0x3ff;
+    match exponent {
+        // Subnormal: mantissa × 2⁻²⁴, exact in f32.
+        0 => f32::from_bits(sign) + f32::from_bits(sign | 0x3380_0000) * mantissa as f32,
+        0x1f => f32::from_bits(sign | 0x7f80_0000 | (mantissa << 13)),
+        _ => f32::from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13)),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Q4_BLOCK, Q4_BLOCK_BYTES, half};
+
+    /// SAFETY (both): the CPU has the features; rows of x and w lie within them
+    /// (`Kernel::products` asserts it).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    pub unsafe fn products_avx512(
+        x: &[f32],
+        stride: usize,
+        m: usize,
+        w: [&[f32]; 4],
+        mut emit: impl FnMut(usize, &[[f32; 4]; 4]),
+    ) {
+        let k = w[0].len();
+        let body = k - k % 16;
+        for i in (0..m).step_by(4) {
+            let x = super::rows_at(x, stride, m, i, k);
+            let mut acc = [[_mm512_setzero_ps(); 4]; 4];
+            let mut o = 0;
+            while o < body {
+                // SAFETY: o + 16 <= body <= k, the length of every row.
+                unsafe {
+                    let xs = x.map(|r| _mm512_loadu_ps(r.as_ptr().add(o)));
+                    for c in 0..4 {
+                        let wv = _mm512_loadu_ps(w[c].as_ptr().add(o));
+                        for r in 0..4 {
+                            acc[r][c] = _mm512_fmadd_ps(xs[r], wv, acc[r][c]);
+                        }
+                    }
+                }
+                o += 16;
+            }
+            let mut out = [[0f32; 4]; 4];
+            for r in 0..4 {
+                for c in 0..4 {
+                    out[r][c] = _mm512_reduce_add_ps(acc[r][c]);
+                    if body < k {
+                        out[r][c] += (body..k).map(|o| x[r][o] * w[c][o]).sum::<f32>();
+                    }
+                }
+            }
+            emit(i, &out);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn products_avx2(
+        x: &[f32],
+        stride: usize,
+        m: usize,
+        w: [&[f32]; 4],
+        mut emit: impl FnMut(usize, &[[f32; 4]; 4]),
+    ) {
+        let k = w[0].len();
+        let body = k - k % 8;
+        for i in (0..m).step_by(4) {
+            let x = super::rows_at(x, stride, m, i, k);
+            let mut out = [[0f32; 4]; 4];
+            // Two rows at a time: 8 sums, 2 rows and a weight fit AVX2's 16 registers,
+            // where 16 sums would spill.
+            for pair in 0..2 {
+                let rows = [x[2 * pair], x[2 * pair + 1]];
+                let mut acc = [[_mm256_setzero_ps(); 4]; 2];
+                let mut o = 0;
+                while o < body {
+                    // SAFETY: o + 8 <= body <= k.
+                    unsafe {
+                        let xs = rows.map(|r| _mm256_loadu_ps(r.as_ptr().add(o)));
+                        for c in 0..4 {
+                            let wv = _mm256_loadu_ps(w[c].as_ptr().add(o));
+                            for r in 0..2 {
+                                acc[r][c] = _mm256_fmadd_ps(xs[r], wv, acc[r][c]);
+                            }
+                        }
+                    }
+                    o += 8;
+                }
+                for r in 0..2 {
+                    for c in 0..4 {
+                        let mut sum = sum256(acc[r][c]);
+                        if body < k {
+                            sum += (body..k).map(|o| rows[r][o] * w[c][o]).sum::<f32>();
+                        }
+                        out[2 * pair + r][c] = sum;
+                    }
+                }
+            }
+            emit(i, &out);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn sum256(v: __m256) -> f32 {
+        let four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+        let one = _mm_add_ss(two, _mm_shuffle_ps(two, two, 1));
+        _mm_cvtss_f32(one)
+    }
+
+    /// SAFETY (both unpackers): the CPU has the features; `out` holds 32 floats per block.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    pub unsafe fn unpack_q4_avx512(blocks: &[u8], out: &mut [f32]) {
+        let (low, eight) = (_mm512_set1_epi32(0x0f), _mm512_set1_epi32(8));
+        for (block, out) in blocks
+            .chunks_exact(Q4_BLOCK_BYTES)
+            .zip(out.chunks_exact_mut(Q4_BLOCK))
+        {
+            let scale = _mm512_set1_ps(half(u16::from_le_bytes([block[0], block[1]])));
+            // SAFETY: a block is 18 bytes, 16 of them from byte 2; out is 32 floats.
+            unsafe {
+                let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(block.as_ptr().add(2).cast()));
+                let lo = _mm512_sub_epi32(_mm512_and_si512(bytes, low), eight);
+                let hi = _mm512_sub_epi32(_mm512_srli_epi32(bytes, 4), eight);
+                _mm512_storeu_ps(
+                    out.as_mut_ptr(),
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(lo), scale),
+                );
+                _mm512_storeu_ps(
+                    out.as_mut_ptr().add(16),
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(hi), scale),
+                );
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn unpack_q4_avx2(blocks: &[u8], out: &mut [f32]) {
+        let (low, eight) = (_mm256_set1_epi32(0x0f), _mm256_set1_epi32(8));
+        for (block, out) in blocks
+            .chunks_exact(Q4_BLOCK_BYTES)
+            .zip(out.chunks_exact_mut(Q4_BLOCK))
+        {
+            let scale = _mm256_set1_ps(half(u16::from_le_bytes([block[0], block[1]])));
+            for part in 0..2 {
+                // SAFETY: 8 bytes at 2 + 8·part lie within the block; the four stores
+                // within the 32 floats of out.
+                unsafe {
+                    let bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        block.as_ptr().add(2 + 8 * part).cast(),
+                    ));
+                    let lo = _mm256_sub_epi32(_mm256_and_si256(bytes, low), eight);
+                    let hi = _mm256_sub_epi32(_mm256_srli_epi32(bytes, 4), eight);
+                    _mm256_storeu_ps(
+                        out.as_mut_ptr().add(8 * part),
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(lo), scale),
+                    );
+                    _mm256_storeu_ps(
+                        out.as_mut_ptr().add(16 + 8 * part),
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(hi), scale),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Defines `pub fn NAME(kernel: Kernel, ARGS) BODY`: the body compiled once per instruction
+/// set, so that plain loops are vectorised for the kernel the process runs.
+macro_rules! with_kernel {
+    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$doc])*
+        pub fn $name(kernel: Kernel, $($arg: $ty),*) {
+            #[inline(always)]
+            fn body($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+            fn avx512($($arg: $ty),*) { body($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2($($arg: $ty),*) { body($($arg),*) }
+            match kernel {
+                // SAFETY: such a kernel is only made where the CPU has its features.
+                #[cfg(target_arch = "x86_64")]
+                Kernel::Avx512 => unsafe { avx512($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                Kernel::Avx2 => unsafe { avx2($($arg),*) },
+                _ => body($($arg),*),
+            }
+        }
+    };
+}
+
+with_kernel! {
+    /// GELU with the exact (erf) form BERT uses, in place: `x · Φ(x)`.
+    pub fn gelu(values: &mut [f32]) {
+        for v in values.iter_mut() {
+            let x = *v;
+            // Φ(x) = erfc(−x/√2) / 2, erfc by Numerical Recipes' erfcc (fractional error
+            // below 1.2e-7 everywhere), without branches so it vectorises.
+            let u = -x * std::f32::consts::FRAC_1_SQRT_2;
+            let z = u.abs();
+            let t = 1.0 / (1.0 + 0.5 * z);
+            let poly = -z * z - 1.265_512_2
+                + t * (1.000_023_7
+                    + t * (0.374_091_96
+                        + t * (0.096_784_18
+                            + t * (-0.186_288_06
+                                + t * (0.278_868_07
+                                    + t * (-1.135_204
+                                        + t * (1.488_515_9
+                                            + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+            let tail = t * exp(poly);
+            let erfc = if u >= 0.0 { tail } else { 2.0 - tail };
+            *v = 0.5 * x * erfc;
+        }
+    }
+}
+
+with_kernel! {
+    /// Softmax of one row, in place.
+    pub fn softmax(row: &mut [f32]) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for v in row.iter_mut() {
+            *v = exp(*v - max);
+            sum += *v;
+        }
+        let scale = 1.0 / sum;
+        for v in row.iter_mut() {
+            *v *= scale;
+        }
+    }
+}
+
+with_kernel! {
+    /// `row = LayerNorm(row + residual) · weight + bias`, the step after each sublayer.
+    pub fn add_and_norm(row: &mut [f32], residual: &[f32], weight: &[f32], bias: &[f32], eps: f32) {
+        for (v, r) in row.iter_mut().zip(residual) {
+            *v += r;
+        }
+        let n = row.len() as f32;
+        let mean = row.iter().sum::<f32>() / n;
+        let variance = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let scale = 1.0 / (variance + eps).sqrt();
+        for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
+            *v = (*v - mean) * scale * w + b;
+        }
+    }
+}
+
+with_kernel! {
+    /// `out += weight · row`.
+    pub fn add_scaled(out: &mut [f32], row: &[f32], weight: f32) {
+        for (o, r) in out.iter_mut().zip(row) {
+            *o += weight * r;
+        }
+    }
+}
+
+/// e^x in f32 to about an ulp (Cephes' expf), without branches or calls, so loops over it
+/// vectorise; 0 far below, +∞-free above (clamped).
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // 1.5 · 2²³: adding and taking it away rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let r2 = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 1.666_666_5e-1)
+        * r
+        + 0.5;
+    let e = p * r2 + r + 1.0;
+    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Every kernel this CPU runs gives the dot products exactly enough, for every
+        /// length (the vector body and the tail), row count (whole tiles and a partial one)
+        /// and row stride.
+        #[test]
+        fn every_kernels_products_are_the_dot_products(
+            k in 1usize..100,
+            m in 1usize..10,
+            gap in 0usize..3,
+            seed in prop::collection::vec(-2.0f32..2.0, 4 * 100 + 10 * 102),
+        ) {
+            let (w, x) = seed.split_at(4 * 100);
+            let stride = k + gap;
+            let w: [&[f32]; 4] = std::array::from_fn(|c| &w[c * k..(c + 1) * k]);
+            for kernel in Kernel::available() {
+                let mut seen = vec![false; m];
+                kernel.products(x, stride, m, w, |i, tile| {
+                    for (r, row) in tile.iter().enumerate().take(m - i) {
+                        seen[i + r] = true;
+                        let x = &x[(i + r) * stride..(i + r) * stride + k];
+                        for (c, got) in row.iter().enumerate() {
+                            let exact: f64 = x.iter().zip(w[c]).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                            assert!((f64::from(*got) - exact).abs() <= 1e-4 * (1.0 + exact.abs()),
+                                "{} row {} column {c}: {got} for {exact}", kernel.name(), i + r);
+                        }
+                    }
+                });
+                prop_assert!(seen.iter().all(|s| *s), "{}: every row emitted", kernel.name());
+            }
+        }
+
+        /// Every kernel unpacks q4 blocks bit for bit as the portable one, whatever the
+        /// bytes (subnormal, infinite and NaN scales included).
+        #[test]
+        fn every_unpacker_agrees_with_the_portable_one(
+            blocks in (0..6usize).prop_flat_map(|n| prop::collection::vec(any::<u8>(), n * Q4_BLOCK_BYTES)),
+        ) {
+            let n = blocks.len() / Q4_BLOCK_BYTES * Q4_BLOCK;
+            let mut want = vec![0f32; n];
+            unpack_q4_portable(&blocks, &mut want);
+            for kernel in Kernel::available() {
+                let mut got = vec![1f32; n];
+                kernel.unpack_q4(&blocks, &mut got);
+                for (g, w) in got.iter().zip(&want) {
+                    prop_assert!(g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                        "{}: {g} != {w}", kernel.name());
+                }
+            }
+        }
+
+        /// The element-wise steps give the same values under every kernel.
+        #[test]
+        fn every_elementwise_step_agrees_with_the_portable_one(
+            values in prop::collection::vec(-20.0f32..20.0, 1..100),
+        ) {
+            for kernel in Kernel::available() {
+                let (mut a, mut b) = (values.clone(), values.clone());
+                gelu(Kernel::Portable, &mut a);
+                gelu(kernel, &mut b);
+                for (x, y) in a.iter().zip(&b) {
+                    prop_assert!((x - y).abs() <= 1e-6 * (1.0 + x.abs()), "{} gelu", kernel.name());
+                }
+                let (mut a, mut b) = (values.clone(), values.clone());
+                softmax(Kernel::Portable, &mut a);
+                softmax(kernel, &mut b);
+                for (x, y) in a.iter().zip(&b) {
+                    prop_assert!((x - y).abs() <= 1e-6, "{} softmax", kernel.name());
+                }
+            }
+        }
+    }
+
+    /// Halves decode exactly: normal, subnormal, signed, infinite.
+    #[test]
+    fn halves_decode_exactly() {
+        assert_eq!(half(0x3c00), 1.0);
+        assert_eq!(half(0xc000), -2.0);
+        assert_eq!(half(0x0001), 2f32.powi(-24));
+        assert_eq!(half(0x7bff), 65504.0);
+        assert_eq!(half(0x3555), 0.333_251_95);
+        assert_eq!(half(0x7c00), f32::INFINITY);
+        assert!(half(0x7e00).is_nan());
+        assert_eq!(half(0x8000), 0.0);
+    }
+
+    /// The GELU is the erf form to f32 precision, against f64 with libm's erf computed by
+    /// the same identity at higher precision, and e^x is within two ulps.
+    #[test]
+    fn gelu_and_exp_are_exact_to_f32_precision() {
+        for i in -4000..=4000 {
+            let x = i as f32 / 200.0;
+            let mut v = [x];
+            gelu(Kernel::Portable, &mut v);
+            let want = 0.5 * f64::from(x) * erfc_f64(-f64::from(x) / std::f64::consts::SQRT_2);
+            assert!(
+                (f64::from(v[0]) - want).abs() <= 4e-7 * (1.0 + want.abs()),
+                "gelu({x}) = {} for {want}",
+                v[0]
+            );
+            let e = exp(x / 2.0);
+            let want = (f64::from(x) / 2.0).exp();
+            assert!(
+                ((f64::from(e) - want) / want).abs() < 3e-7,
+                "exp({x}/2) = {e} for {want}"
+            );
+        }
+    }
+
+    /// erfc to double precision by its continued fraction and series: the test's own
+    /// reference, independent of the kernel's approximation.
+    fn erfc_f64(x: f64) -> f64 {
+        if x < 0.0 {
+            return 2.0 - erfc_f64(-x);
+        }
+        if x < 2.0 {
+            // erf by its Maclaurin series.
+            let (mut term, mut sum, mut n) = (x, x, 0.0);
+            while term.abs() > 1e-17 * sum.abs() {
+                n += 1.0;
+                term *= -x * x / n;
+                sum += term / (2.0 * n + 1.0);
+            }
+            return 1.0 - 2.0 / std::f64::consts::PI.sqrt() * sum;
+        }
+        // Lentz's continued fraction for erfc.
+        let mut f = 0.0;
+        for n in (1..200).rev() {
+            f = (n as f64 / 2.0) / (x + f);
+        }
+        (-x * x).exp() / std::f64::consts::PI.sqrt() / (x + f)
+    }
+}

