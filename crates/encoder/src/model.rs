@@ -25,7 +25,6 @@ pub struct Encoder {
     /// `[rows, hidden]`; text position p reads row `first_position + p`.
     positions: Vec<f32>,
     first_position: usize,
-    usable_positions: usize,
     /// BERT's token type 0, added to every token; MPNet has none.
     token_type: Option<Vec<f32>>,
     norm: Norm,
@@ -237,9 +236,6 @@ impl Encoder {
             },
         )?;
         encoder.first_position = first_position;
-        encoder.usable_positions = config
-            .max_position_embeddings
-            .saturating_sub(first_position);
         if mpnet {
             encoder.relative = Some(encoder.tensors.vector(
                 &format!("{p}encoder.relative_attention_bias.weight"),
@@ -255,7 +251,7 @@ impl Encoder {
         kernel: Kernel,
     ) -> Result<Encoder, String> {
         let h = shape.hidden;
-        let mut encoder = Encoder::assemble(
+        Encoder::assemble(
             tensors,
             kernel,
             Dimensions {
@@ -280,9 +276,7 @@ impl Encoder {
                     norm: norm(t, "emb.ln", "w", "b", h)?,
                 })
             },
-        )?;
-        encoder.usable_positions = shape.positions;
-        Ok(encoder)
+        )
     }
 
     fn assemble(
@@ -343,7 +337,6 @@ impl Encoder {
             })
             .collect::<Result<_, String>>()?;
         Ok(Encoder {
-            usable_positions: positions.len() / d.hidden,
             tensors,
             kernel,
             hidden: d.hidden,
@@ -367,7 +360,7 @@ impl Encoder {
 
     /// The most tokens one text may have, `<s>` and `</s>` included.
     pub fn max_tokens(&self) -> usize {
-        self.usable_positions
+        (self.positions.len() / self.hidden).saturating_sub(self.first_position)
     }
 
     pub fn kernel(&self) -> Kernel {
@@ -383,10 +376,10 @@ impl Encoder {
     /// The unit-length mean of the last hidden states of each text's token ids.
     pub fn encode(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
         for ids in texts {
-            if ids.is_empty() || ids.len() > self.usable_positions {
+            if ids.is_empty() || ids.len() > self.max_tokens() {
                 return Err(format!(
                     "a text must have 1 to {} tokens, not {}",
-                    self.usable_positions,
+                    self.max_tokens(),
                     ids.len()
                 ));
             }
