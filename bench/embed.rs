@@ -1,17 +1,19 @@
 //! Embedding speed of the in-process model: load time, one short query at a time (p50,
 //! p95), batched throughput, and resident memory with the model loaded.
 //!
-//!     make models && cargo bench --bench embed [-- MODEL_DIR [--kernel=portable|avx2|avx512]]
+//!     make models && cargo bench --bench embed [-- MODEL_DIR [--kernel=portable|avx2|avx512]
+//!         [--precision=f32|int8]]
 //!
-//! The default model is MiniLM, the default kernel the fastest this CPU runs. Prints a
-//! one-line summary and writes bench/results/embed-<model>-<kernel>.json.
+//! The default model is MiniLM, the default kernel the fastest this CPU runs, the default
+//! precision f32. Prints a one-line summary and writes
+//! bench/results/embed-<model>-<kernel>[-int8].json.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use mcp_memory::embed::Embedder;
 use mcp_memory::embed::local::LocalEmbedder;
-use mcp_memory_encoder::Kernel;
+use mcp_memory_encoder::{Kernel, Precision};
 
 const SINGLE_RUNS: usize = 200;
 const BATCH_TEXTS: usize = 1024;
@@ -79,10 +81,15 @@ async fn main() {
         .find_map(|a| a.strip_prefix("--kernel=").map(str::to_owned))
         .map(|name| Kernel::named(&name).unwrap())
         .unwrap_or_else(Kernel::best);
+    let int8 = std::env::args().any(|a| a == "--precision=int8");
+    let (precision, suffix) = match int8 {
+        true => (Precision::Int8, "-int8"),
+        false => (Precision::F32, ""),
+    };
     let rss_before = rss_mb();
     let started = Instant::now();
-    let embedder =
-        LocalEmbedder::load_on(&dir, None, kernel).expect("model loads (run `make models`)");
+    let embedder = LocalEmbedder::load_on(&dir, None, kernel, precision)
+        .expect("model loads (run `make models`)");
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     embedder.embed("warm up").await.unwrap();
 
@@ -124,6 +131,7 @@ async fn main() {
     let result = serde_json::json!({
         "model": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
         "kernel": kernel.name(),
+        "precision": if int8 { "int8" } else { "f32" },
         "dimension": embedder.dimension(),
         "load_ms": load_ms,
         "single": {"runs": SINGLE_RUNS, "p50_ms": p50, "p95_ms": p95, "per_s": single_per_s},
@@ -135,12 +143,12 @@ async fn main() {
     std::fs::create_dir_all(&out).unwrap();
     let name = dir.file_name().unwrap_or_default().to_string_lossy();
     std::fs::write(
-        out.join(format!("embed-{name}-{}.json", kernel.name())),
+        out.join(format!("embed-{name}-{}{suffix}.json", kernel.name())),
         serde_json::to_string_pretty(&result).unwrap(),
     )
     .unwrap();
     println!(
-        "embed {name} ({}): load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
+        "embed {name} ({}{suffix}): load {load_ms:.0} ms, single p50 {p50:.1} ms p95 {p95:.1} ms ({single_per_s:.0}/s), \
          batched {batched_per_s:.0}/s, concurrent {concurrent_per_s:.0}/s, RSS {rss:.0} MB (peak {peak:.0})",
         kernel.name()
     );

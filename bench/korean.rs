@@ -164,7 +164,7 @@ async fn main() {
             }));
         }
     }
-    let out = format!("{root}/bench/results/korean.json");
+    let out = format!("{root}/bench/results/korean{}.json", mcp::precision().1);
     std::fs::write(
         &out,
         serde_json::to_string_pretty(&json!({"runs": runs, "pairs": pair_runs})).unwrap(),

@@ -302,11 +302,12 @@ async fn main() {
     .unwrap();
     if let Ok(dirs) = std::env::var("LOCOMO_MODELS") {
         let report = models(&data, &dirs).await;
-        let out = concat!(
+        let out = format!(
+            "{}/bench/results/locomo-models{}.json",
             env!("CARGO_MANIFEST_DIR"),
-            "/bench/results/locomo-models.json"
+            mcp::precision().1
         );
-        std::fs::write(out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("wrote {out}");
         return;
     }

@@ -14,6 +14,18 @@ pub const RECALLS: [(&str, &[(&str, &str)]); 2] = [
     ("hybrid", &[]),
 ];
 
+/// `EMBEDDING_PRECISION` from the benchmark's environment, which every server it starts
+/// gets (docs/models.md, "int8 products"), and what the result files' names take from it:
+/// `-int8`, or nothing for the default f32.
+pub fn precision() -> (Option<String>, &'static str) {
+    match std::env::var("EMBEDDING_PRECISION").ok() {
+        Some(p) if p == "int8" => (Some(p), "-int8"),
+        Some(p) if p == "f32" => (Some(p), ""),
+        Some(other) => panic!("EMBEDDING_PRECISION={other}: f32 or int8"),
+        None => (None, ""),
+    }
+}
+
 /// Stopped when dropped, so a run that starts many servers holds one model at a time.
 pub struct Server {
     url: String,
@@ -38,6 +50,9 @@ impl Server {
         ]
         .into_iter()
         .collect();
+        if let (Some(precision), _) = precision() {
+            env.insert("EMBEDDING_PRECISION", precision);
+        }
         env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let config = mcp_memory::config::Config::from_vars(|k| env.get(k).cloned()).unwrap();
         let app = Arc::new(mcp_memory::app::App::build(config).await.unwrap());

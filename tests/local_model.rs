@@ -42,6 +42,63 @@ async fn vectors_match_the_independent_reference() {
     }
 }
 
+/// With `EMBEDDING_PRECISION=int8` (docs/models.md, "int8 products") every vector of the
+/// fixture stays within a cosine of 0.998 of the reference.
+#[tokio::test]
+async fn int8_products_stay_close_to_the_reference() {
+    let embedder = LocalEmbedder::load_on(
+        &model_dir(),
+        None,
+        support::int8_kernel(),
+        mcp_memory_encoder::Precision::Int8,
+    )
+    .unwrap();
+    let fixture: Value =
+        serde_json::from_str(include_str!("fixtures/minilm_reference.json")).unwrap();
+    let mut worst = 1.0f64;
+    for sentence in fixture["sentences"].as_array().unwrap() {
+        let text = sentence["text"].as_str().unwrap();
+        let reference: Vec<f32> = (sentence["embedding"].as_array().unwrap().iter())
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let cosine = support::cosine(&embedder.embed(text).await.unwrap(), &reference);
+        assert!(
+            cosine >= 0.998,
+            "{text:.40}: cosine {cosine} to the reference"
+        );
+        worst = worst.min(cosine);
+    }
+    eprintln!("smallest cosine to the reference: {worst}");
+}
+
+/// A kernel without int8 products (AVX2, or AVX-512 without VNNI) refuses int8 at load,
+/// saying why, rather than running it slower than f32.
+#[test]
+fn int8_is_refused_where_it_would_be_slower() {
+    for kernel in mcp_memory_encoder::Kernel::available() {
+        let loaded = LocalEmbedder::load_on(
+            &model_dir(),
+            None,
+            kernel,
+            mcp_memory_encoder::Precision::Int8,
+        );
+        match loaded {
+            Ok(_) => assert!(
+                mcp_memory_encoder::int8::runs_on(kernel),
+                "{}",
+                kernel.name()
+            ),
+            Err(e) => assert!(
+                !mcp_memory_encoder::int8::runs_on(kernel)
+                    && e.starts_with("EMBEDDING_PRECISION: int8 products need AVX-512 VNNI")
+                    && e.contains(kernel.name()),
+                "{}: {e}",
+                kernel.name()
+            ),
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_paraphrase_scores_clearly_above_an_unrelated_text() {
     let embedder = load();

@@ -1,6 +1,6 @@
 //! The English option all-mpnet-base-v2 (fetched by `make models`, or from
-//! MCP_MEMORY_TEST_MPNET_MODEL) through our MPNet encoder (src/embed/mpnet.rs): its vectors
-//! against the independent numpy implementation (bench/reference_mpnet.py), a padded batch
+//! MCP_MEMORY_TEST_MPNET_MODEL) through our encoder (crates/encoder/src/model.rs): its
+//! vectors against the independent numpy implementation (bench/reference_mpnet.py), a batch
 //! against one text at a time, its window, and recall by paraphrase through the binary.
 
 mod support;
@@ -47,6 +47,30 @@ async fn vectors_match_the_independent_reference() {
         worst = worst.max(support::within(&text, &ours, &reference, 1e-6));
     }
     eprintln!("largest difference from the reference: {worst:e}");
+}
+
+/// With `EMBEDDING_PRECISION=int8` (docs/models.md, "int8 products") every vector of the
+/// fixture stays within a cosine of 0.998 of the reference.
+#[tokio::test]
+async fn int8_products_stay_close_to_the_reference() {
+    let embedder = LocalEmbedder::load_on(
+        &model_dir(),
+        None,
+        support::int8_kernel(),
+        mcp_memory_encoder::Precision::Int8,
+    )
+    .unwrap();
+    let mut worst = 1.0f64;
+    for (text, reference) in reference() {
+        let reference: Vec<f32> = reference.iter().map(|v| *v as f32).collect();
+        let cosine = support::cosine(&embedder.embed(&text).await.unwrap(), &reference);
+        assert!(
+            cosine >= 0.998,
+            "{text:.40}: cosine {cosine} to the reference"
+        );
+        worst = worst.min(cosine);
+    }
+    eprintln!("smallest cosine to the reference: {worst}");
 }
 
 /// Texts of very different lengths in one padded pass give each text's own vector: the

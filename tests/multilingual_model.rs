@@ -54,6 +54,41 @@ async fn vectors_match_the_independent_reference() {
     eprintln!("largest difference from the reference: {worst:e}");
 }
 
+/// With `EMBEDDING_PRECISION=int8` (docs/models.md, "int8 products") every vector of the
+/// fixture stays within a cosine of 0.998 of the float64 reference, passages and queries, the
+/// 512-token one included; the default (above) is the reference's to 1e-6.
+#[tokio::test]
+async fn int8_products_stay_close_to_the_reference() {
+    let embedder = LocalEmbedder::load_on(
+        &model_dir(),
+        None,
+        support::int8_kernel(),
+        mcp_memory_encoder::Precision::Int8,
+    )
+    .unwrap();
+    let fixture: Value = serde_json::from_str(include_str!("fixtures/e5_reference.json")).unwrap();
+    let mut worst = 1.0f64;
+    for sentence in fixture["sentences"].as_array().unwrap() {
+        let text = sentence["text"].as_str().unwrap();
+        let mut reference: Vec<f32> = (sentence["embedding"].as_array().unwrap().iter())
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let ours = if sentence["query"] == true {
+            Languages::E5_SMALL.level(&mut reference);
+            embedder.embed_query(text).await.unwrap()
+        } else {
+            embedder.embed(text).await.unwrap()
+        };
+        let cosine = support::cosine(&ours, &reference);
+        assert!(
+            cosine >= 0.998,
+            "{text:.40}: cosine {cosine} to the reference"
+        );
+        worst = worst.min(cosine);
+    }
+    eprintln!("smallest cosine to the reference: {worst}");
+}
+
 /// The model's window is 512 tokens: a longer text is truncated, never refused, and what
 /// comes after the window does not change its vector.
 #[tokio::test]
@@ -114,6 +149,52 @@ impl Server {
             "{query}: {first:?}"
         );
     }
+}
+
+/// A store written in f32 is served with `EMBEDDING_PRECISION=int8` as it is (the same
+/// model, no re-embedding): the startup line names the products, questions in other words
+/// find their facts by meaning, in Korean and in English, and a near-verbatim repeat is still
+/// known.
+#[tokio::test]
+async fn a_store_written_in_f32_is_recalled_in_int8() {
+    let dir = tempfile::tempdir().unwrap();
+    let exact = Server::start(dir.path(), &[]).await;
+    for fact in FACTS {
+        let stored = exact.call("remember", json!({"content": fact})).await;
+        assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    exact.running.terminate().await;
+    let kernel = support::int8_kernel().name();
+    let int8 = Server::start(
+        dir.path(),
+        &[
+            ("EMBEDDING_PRECISION", "int8"),
+            ("EMBEDDING_KERNEL", kernel),
+            ("RECALL_KEYWORD_WEIGHT", "0"),
+        ],
+    )
+    .await;
+    for (question, fact) in [
+        ("새 버전은 무슨 요일에 내보낼 수 있어?", FACTS[0]),
+        ("검증 환경 데이터베이스 접속 암호는 어디 보관돼?", FACTS[1]),
+        ("How long do we keep our logs?", FACTS[5]),
+    ] {
+        int8.finds_first(question, fact).await;
+    }
+    let repeat = int8
+        .call(
+            "remember",
+            json!({"content": "운영 배포는 매주 화요일 오후에만 하고, 금요일에는 절대 배포하지 않습니다."}),
+        )
+        .await;
+    assert!(repeat.contains("Already known"), "{repeat}");
+    let said = int8.running.terminate().await;
+    let startup = format!("{kernel} kernel, int8 products");
+    assert!(
+        said.stdout.iter().any(|l| l.contains(&startup)),
+        "no line names {startup}: {:?}",
+        said.stdout
+    );
 }
 
 const FACTS: [&str; 6] = [

@@ -338,6 +338,37 @@ fn embedding_refusals_name_the_variables() {
         write,
         "MCP_WRITE_TIMEOUT_MS must be a positive integer, got \"-1\""
     );
+    // The local model's arithmetic: f32 unless int8 is asked for; nothing else.
+    #[cfg(feature = "local")]
+    {
+        let precision = |given: &'static str| {
+            with(&[
+                ("EMBEDDING_PROVIDER", "local"),
+                ("EMBEDDING_PRECISION", given),
+            ])
+        };
+        match with(&[("EMBEDDING_PROVIDER", "local")]).unwrap().embedder {
+            embed::Settings::Local { precision, .. } => {
+                assert_eq!(precision, mcp_memory_encoder::Precision::F32, "the default")
+            }
+            #[allow(unreachable_patterns)]
+            _ => panic!("not the local model"),
+        }
+        for (given, want) in [
+            ("f32", mcp_memory_encoder::Precision::F32),
+            ("int8", mcp_memory_encoder::Precision::Int8),
+        ] {
+            match precision(given).unwrap().embedder {
+                embed::Settings::Local { precision, .. } => assert_eq!(precision, want),
+                #[allow(unreachable_patterns)]
+                _ => panic!("not the local model"),
+            }
+        }
+        assert_eq!(
+            precision("int4").err().unwrap(),
+            "EMBEDDING_PRECISION must be \"f32\" or \"int8\", got \"int4\""
+        );
+    }
     // Local without a model directory takes the data directory's; a bare name is a model
     // there, a path is the model's directory.
     #[cfg(feature = "local")]

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 
 use async_trait::async_trait;
 use mcp_memory_encoder::unigram::Unigram;
-use mcp_memory_encoder::{Encoder, Kernel};
+use mcp_memory_encoder::{Encoder, Kernel, Precision};
 use tokenizers::{Tokenizer, TruncationParams};
 use tokio::sync::oneshot;
 
@@ -30,6 +30,7 @@ pub struct LocalEmbedder {
     name: String,
     dimension: usize,
     kernel: Kernel,
+    precision: Precision,
     prompts: Prompts,
     /// What levels its queries across languages (`super::languages`), for a known model.
     languages: Option<super::languages::Languages>,
@@ -94,12 +95,17 @@ impl LocalEmbedder {
     /// Loads the model in `dir`; a missing or malformed file is refused by name.
     /// `dimension`, when configured, must be the model's width.
     pub fn load(dir: &Path, dimension: Option<usize>) -> Result<Self, String> {
-        LocalEmbedder::load_on(dir, dimension, Kernel::best())
+        LocalEmbedder::load_on(dir, dimension, Kernel::best(), Precision::F32)
     }
 
-    /// Loads the model in `dir` to run on `kernel`.
-    pub fn load_on(dir: &Path, dimension: Option<usize>, kernel: Kernel) -> Result<Self, String> {
-        let model = Model::load(dir, kernel)?;
+    /// Loads the model in `dir` to run on `kernel`, its weight products in `precision`.
+    pub fn load_on(
+        dir: &Path,
+        dimension: Option<usize>,
+        kernel: Kernel,
+        precision: Precision,
+    ) -> Result<Self, String> {
+        let model = Model::load(dir, kernel, precision)?;
         let width = model.encoder.hidden();
         if let Some(configured) = dimension.filter(|d| *d != width) {
             return Err(format!(
@@ -119,6 +125,7 @@ impl LocalEmbedder {
             QUEUE,
         )?;
         embedder.kernel = kernel;
+        embedder.precision = precision;
         embedder.prompts = Prompts::of(dir)?;
         embedder.languages = super::settings::LocalModel::named(dir).and_then(|m| m.languages);
         Ok(embedder)
@@ -148,6 +155,7 @@ impl LocalEmbedder {
             name,
             dimension: width,
             kernel: Kernel::portable(),
+            precision: Precision::F32,
             prompts: Prompts::default(),
             languages: None,
         })
@@ -244,7 +252,14 @@ impl Embedder for LocalEmbedder {
     }
 
     fn describe(&self) -> String {
-        format!("{}, {} kernel", self.model(), self.kernel.name())
+        match self.precision {
+            Precision::F32 => format!("{}, {} kernel", self.model(), self.kernel.name()),
+            Precision::Int8 => format!(
+                "{}, {} kernel, int8 products",
+                self.model(),
+                self.kernel.name()
+            ),
+        }
     }
 
     fn health(&self) -> Result<(), String> {
@@ -267,8 +282,11 @@ fn read(dir: &Path, file: &str) -> Result<(PathBuf, Vec<u8>), String> {
 }
 
 impl Model {
-    fn load(dir: &Path, kernel: Kernel) -> Result<Model, String> {
+    fn load(dir: &Path, kernel: Kernel, precision: Precision) -> Result<Model, String> {
         let (encoder, vocabulary) = Encoder::open(dir, kernel)?;
+        let encoder = encoder
+            .with_precision(precision)
+            .map_err(|e| format!("EMBEDDING_PRECISION: {e}"))?;
         let window = max_tokens(dir, encoder.max_tokens());
         let tokenizer = match vocabulary {
             Some(vocabulary) => Tokens::Unigram(Unigram::new(&vocabulary, window)?),
@@ -385,6 +403,7 @@ mod tests {
             name: "stub".into(),
             dimension: 2,
             kernel: Kernel::portable(),
+            precision: Precision::F32,
             prompts: Prompts::default(),
             languages: None,
         };

@@ -163,7 +163,8 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             ref model_dir,
             dimension,
             kernel,
-        } => match local::LocalEmbedder::load_on(model_dir, dimension, kernel) {
+            precision,
+        } => match local::LocalEmbedder::load_on(model_dir, dimension, kernel, precision) {
             Ok(embedder) => Ok(Arc::new(embedder)),
             // The one command that puts a model we know there (README, "Local").
             Err(e)

@@ -40,6 +40,26 @@ pub fn load_model(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbed
         .unwrap_or_else(|e| panic!("{e} (run `make models`)"))
 }
 
+/// The fastest kernel this CPU runs int8 products on: AVX-512 with VNNI, else the portable
+/// one (docs/models.md, "int8 products").
+#[cfg(feature = "local")]
+pub fn int8_kernel() -> mcp_memory_encoder::Kernel {
+    (mcp_memory_encoder::Kernel::available().into_iter().rev())
+        .find(|k| mcp_memory_encoder::int8::runs_on(*k))
+        .expect("the portable kernel has int8 products")
+}
+
+/// The cosine of two vectors, in f64.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot = |x: &[f32], y: &[f32]| -> f64 {
+        x.iter()
+            .zip(y)
+            .map(|(p, q)| f64::from(*p) * f64::from(*q))
+            .sum()
+    };
+    dot(a, b) / (dot(a, a) * dot(b, b)).sqrt()
+}
+
 /// How far `ours` is from `reference` at most, each component within `tolerance` (absolute:
 /// some components are ~1e-33 in every vector, so a relative error means nothing).
 pub fn within(text: &str, ours: &[f32], reference: &[f64], tolerance: f64) -> f64 {

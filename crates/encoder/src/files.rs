@@ -57,6 +57,51 @@ impl Matrix {
     }
 }
 
+impl Matrix {
+    /// The bytes of the mapping it is read from, when it is read from the mapping.
+    pub fn mapped(&self) -> Option<std::ops::Range<usize>> {
+        match self.data {
+            Data::F32(at) => Some(at..at + self.rows * self.cols * 4),
+            Data::Q4(at) => Some(at..at + self.rows * (self.cols / Q4_BLOCK * Q4_BLOCK_BYTES)),
+            Data::Owned(_) => None,
+        }
+    }
+
+    /// Row `r` in signed bytes and block scales (`crate::int8`): q4 blocks exactly (a
+    /// nibble − 8 at the block's scale), f32 rounded to its block's largest over 127.
+    pub fn row_int8(
+        &self,
+        file: &[u8],
+        r: usize,
+        kernel: Kernel,
+        bytes: &mut [i8],
+        scales: &mut [f32],
+    ) {
+        match &self.data {
+            Data::Q4(at) => {
+                let width = self.cols / Q4_BLOCK * Q4_BLOCK_BYTES;
+                let start = at + r * width;
+                let blocks = file[start..start + width].chunks_exact(Q4_BLOCK_BYTES);
+                for ((block, bytes), scale) in blocks
+                    .zip(bytes.chunks_exact_mut(Q4_BLOCK))
+                    .zip(scales.iter_mut())
+                {
+                    *scale = crate::kernels::half(u16::from_le_bytes([block[0], block[1]]));
+                    for (j, byte) in block[2..].iter().enumerate() {
+                        bytes[j] = (byte & 0x0f) as i8 - 8;
+                        bytes[j + 16] = (byte >> 4) as i8 - 8;
+                    }
+                }
+            }
+            _ => {
+                let mut values = vec![0f32; self.cols];
+                let row = self.row(file, r, kernel, &mut values);
+                crate::int8::quantize_weights(kernel, row, bytes, scales);
+            }
+        }
+    }
+}
+
 fn bytes_as_f32(bytes: &[u8]) -> &[f32] {
     assert!(bytes.as_ptr().cast::<f32>().is_aligned() && bytes.len().is_multiple_of(4));
     // SAFETY: aligned and a whole number of f32s (asserted); every bit pattern is an f32;
@@ -103,6 +148,23 @@ impl Tensors {
             _ => return Err(self.unsupported(name)),
         };
         Ok(Matrix { rows, cols, data })
+    }
+
+    /// Takes the pages of `range` out of this process's resident memory, for a matrix no
+    /// longer read from the mapping (its int8 copy is): they stay in the page cache, and a
+    /// read would fault them in again.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        // SAFETY: the mapping is of a file, shared and read-only, so dropping its pages loses
+        // nothing (`map`); nothing borrows the range while this runs (`&self` lends no
+        // slice of it out past a call).
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                range.start,
+                range.len(),
+            )
+        };
     }
 
     /// The f32 vector (or table) `name` of `len` values, copied.

@@ -15,7 +15,7 @@
 pub struct Kernel(Isa);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Isa {
+pub(crate) enum Isa {
     /// Plain Rust, for every CPU.
     Portable,
     /// x86-64 with AVX2 and FMA (Haswell, Zen and later).
@@ -73,6 +73,10 @@ impl Kernel {
         } else {
             Err(format!("this CPU cannot run the {name} kernel"))
         }
+    }
+
+    pub(crate) fn isa(self) -> Isa {
+        self.0
     }
 
     pub fn name(self) -> &'static str {

