@@ -53,13 +53,7 @@ async fn vectors_match_the_independent_reference() {
 /// fixture stays within a cosine of 0.998 of the reference.
 #[tokio::test]
 async fn int8_products_stay_close_to_the_reference() {
-    let embedder = LocalEmbedder::load_on(
-        &model_dir(),
-        None,
-        support::int8_kernel(),
-        mcp_memory_encoder::Precision::Int8,
-    )
-    .unwrap();
+    let embedder = support::load_int8(&model_dir());
     let mut worst = 1.0f64;
     for (text, reference) in reference() {
         let reference: Vec<f32> = reference.iter().map(|v| *v as f32).collect();

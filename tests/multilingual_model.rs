@@ -59,13 +59,7 @@ async fn vectors_match_the_independent_reference() {
 /// 512-token one included; the default (above) is the reference's to 1e-6.
 #[tokio::test]
 async fn int8_products_stay_close_to_the_reference() {
-    let embedder = LocalEmbedder::load_on(
-        &model_dir(),
-        None,
-        support::int8_kernel(),
-        mcp_memory_encoder::Precision::Int8,
-    )
-    .unwrap();
+    let embedder = support::load_int8(&model_dir());
     let fixture: Value = serde_json::from_str(include_str!("fixtures/e5_reference.json")).unwrap();
     let mut worst = 1.0f64;
     for sentence in fixture["sentences"].as_array().unwrap() {

@@ -341,29 +341,35 @@ fn embedding_refusals_name_the_variables() {
     // The local model's arithmetic: f32 unless int8 is asked for; nothing else.
     #[cfg(feature = "local")]
     {
+        use mcp_memory_encoder::{Kernel, Precision};
         let precision = |given: &'static str| {
             with(&[
                 ("EMBEDDING_PROVIDER", "local"),
                 ("EMBEDDING_PRECISION", given),
             ])
         };
-        match with(&[("EMBEDDING_PROVIDER", "local")]).unwrap().embedder {
-            embed::Settings::Local { precision, .. } => {
-                assert_eq!(precision, mcp_memory_encoder::Precision::F32, "the default")
-            }
+        let local_precision = |config: Result<Config, String>| match config.unwrap().embedder {
+            embed::Settings::Local { precision, .. } => precision,
             #[allow(unreachable_patterns)]
             _ => panic!("not the local model"),
+        };
+        let default = with(&[("EMBEDDING_PROVIDER", "local")]);
+        assert_eq!(local_precision(default), Precision::F32);
+        assert_eq!(local_precision(precision("f32")), Precision::F32);
+        // int8 by default on a CPU whose best kernel is the portable one (slower in int8) is
+        // refused; the portable kernel named runs it anyway.
+        if Kernel::best() == Kernel::portable() {
+            let refused = precision("int8").err().unwrap();
+            assert!(refused.starts_with("EMBEDDING_PRECISION=int8 needs a CPU with VNNI"));
+        } else {
+            assert_eq!(local_precision(precision("int8")), Precision::Int8);
         }
-        for (given, want) in [
-            ("f32", mcp_memory_encoder::Precision::F32),
-            ("int8", mcp_memory_encoder::Precision::Int8),
-        ] {
-            match precision(given).unwrap().embedder {
-                embed::Settings::Local { precision, .. } => assert_eq!(precision, want),
-                #[allow(unreachable_patterns)]
-                _ => panic!("not the local model"),
-            }
-        }
+        let portable = with(&[
+            ("EMBEDDING_PROVIDER", "local"),
+            ("EMBEDDING_KERNEL", "portable"),
+            ("EMBEDDING_PRECISION", "int8"),
+        ]);
+        assert_eq!(local_precision(portable), Precision::Int8);
         assert_eq!(
             precision("int4").err().unwrap(),
             "EMBEDDING_PRECISION must be \"f32\" or \"int8\", got \"int4\""

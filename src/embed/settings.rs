@@ -307,6 +307,7 @@ impl Variables {
                     Some(dir) => dir.into(),
                     None => named(DEFAULT_LOCAL_MODEL)?,
                 };
+                let chosen = self.embedding_kernel.is_some();
                 let kernel = match self.embedding_kernel {
                     Some(name) => mcp_memory_encoder::Kernel::named(&name)
                         .map_err(|e| format!("EMBEDDING_KERNEL: {e}"))?,
@@ -321,6 +322,18 @@ impl Variables {
                         ));
                     }
                 };
+                // The portable kernel has int8 products, slower than its f32 ones: taken when
+                // asked for by name, never by default (docs/models.md, "int8 products").
+                if precision == mcp_memory_encoder::Precision::Int8
+                    && kernel == mcp_memory_encoder::Kernel::portable()
+                    && !chosen
+                {
+                    return Err("EMBEDDING_PRECISION=int8 needs a CPU with VNNI (AVX-512 VNNI or \
+                                AVX-VNNI), and this one runs the portable kernel, where int8 is \
+                                slower than f32; unset EMBEDDING_PRECISION, or set \
+                                EMBEDDING_KERNEL=portable to run it anyway"
+                        .into());
+                }
                 Ok(Settings::Local {
                     model_dir,
                     dimension: self.embedding_dim,

@@ -40,8 +40,20 @@ pub fn load_model(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbed
         .unwrap_or_else(|e| panic!("{e} (run `make models`)"))
 }
 
-/// The fastest kernel this CPU runs int8 products on: AVX-512 with VNNI, else the portable
-/// one (docs/models.md, "int8 products").
+/// The model in `dir` with `EMBEDDING_PRECISION=int8`, on `int8_kernel`.
+#[cfg(feature = "local")]
+pub fn load_int8(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbedder {
+    mcp_memory::embed::local::LocalEmbedder::load_on(
+        dir,
+        None,
+        int8_kernel(),
+        mcp_memory_encoder::Precision::Int8,
+    )
+    .unwrap_or_else(|e| panic!("{e} (run `make models`)"))
+}
+
+/// The fastest kernel this CPU runs int8 products on: AVX-512 with AVX-512 VNNI, AVX2 with
+/// AVX-VNNI, else the portable one (docs/models.md, "int8 products").
 #[cfg(feature = "local")]
 pub fn int8_kernel() -> mcp_memory_encoder::Kernel {
     (mcp_memory_encoder::Kernel::available().into_iter().rev())

@@ -152,12 +152,15 @@ impl Tensors {
 
     /// Takes the pages of `range` out of this process's resident memory, for a matrix no
     /// longer read from the mapping (its int8 copy is): they stay in the page cache, and a
-    /// read would fault them in again.
-    pub fn release(&self, range: std::ops::Range<usize>) {
+    /// read would fault them in again. The start is rounded down to a page, so a neighbouring
+    /// tensor's last page may go too, and come back when it is read.
+    pub fn release(&mut self, range: std::ops::Range<usize>) {
+        #[cfg(not(unix))]
+        let _ = range;
         #[cfg(unix)]
         // SAFETY: the mapping is of a file, shared and read-only, so dropping its pages loses
-        // nothing (`map`); nothing borrows the range while this runs (`&self` lends no
-        // slice of it out past a call).
+        // nothing (`map`): a later read gets the same bytes from the file. `&mut self` means
+        // no slice of the mapping is borrowed while this runs.
         let _ = unsafe {
             self.map.unchecked_advise_range(
                 memmap2::UncheckedAdvice::DontNeed,

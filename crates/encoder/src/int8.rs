@@ -25,6 +25,15 @@ pub fn runs_on(kernel: Kernel) -> bool {
     }
 }
 
+/// The CPU feature `kernel` needs for int8 products, as its makers name it.
+pub fn needs(kernel: Kernel) -> &'static str {
+    match kernel.isa() {
+        crate::kernels::Isa::Avx512 => "AVX-512 VNNI",
+        crate::kernels::Isa::Avx2 => "AVX-VNNI",
+        crate::kernels::Isa::Portable => "nothing",
+    }
+}
+
 /// Values in a block, for weights and activations alike.
 pub const BLOCK: usize = 32;
 
@@ -34,8 +43,8 @@ pub const BLOCK: usize = 32;
 /// the four rows' `−32 × Σ bytes` (a quarter of the offset each of a row's four lanes starts
 /// from).
 pub struct Packed {
-    pub rows: usize,
-    pub cols: usize,
+    rows: usize,
+    cols: usize,
     bytes: Vec<i8>,
     scales: Vec<f32>,
     offsets: Vec<i32>,
@@ -77,6 +86,11 @@ impl Packed {
         packed
     }
 
+    /// The width of its rows: the length of the input rows it multiplies.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
     /// `out[r · rows + j] = x_r · row_j + bias_j` for every row r of `x`.
     pub fn product(&self, kernel: Kernel, x: &Activations, bias: &[f32], out: &mut [f32]) {
         assert_eq!(x.cols, self.cols, "activations as wide as the weights");
@@ -96,6 +110,7 @@ impl Packed {
                 crate::kernels::Isa::Portable => {}
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
         let _ = kernel;
         product_portable(self, x, bias, out);
     }
@@ -135,6 +150,7 @@ fn quantize_activations(kernel: Kernel, x: &[f32], bytes: &mut [u8], scales: &mu
         crate::kernels::Isa::Avx2 => return unsafe { x86::quantize_avx2(x, bytes, scales) },
         crate::kernels::Isa::Portable => {}
     }
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = kernel;
     for ((values, bytes), scale) in x
         .chunks_exact(BLOCK)
@@ -142,12 +158,21 @@ fn quantize_activations(kernel: Kernel, x: &[f32], bytes: &mut [u8], scales: &mu
         .zip(scales.iter_mut())
     {
         let largest = values.iter().fold(0f32, |a, v| a.max(v.abs()));
-        let inverse = if largest > 0.0 { 127.0 / largest } else { 0.0 };
         *scale = largest / 127.0;
+        let inverse = inverse(largest);
         for (b, v) in bytes.iter_mut().zip(values) {
             *b = ((v * inverse).round_ties_even() as i32 + 128) as u8;
         }
     }
+}
+
+/// What a block's values are multiplied by to become bytes: 127 over its largest magnitude,
+/// or 0 where that is not finite (a block of zeros, or one so small that the quotient
+/// overflows), so that every kernel rounds such a block to zeros alike.
+#[inline(always)]
+fn inverse(largest: f32) -> f32 {
+    let inverse = 127.0 / largest;
+    if inverse.is_finite() { inverse } else { 0.0 }
 }
 
 /// f32 weights to signed bytes, block by block, rounded as activations are (each block's
@@ -209,7 +234,7 @@ mod x86 {
                 let last = _mm512_loadu_ps(x.as_ptr().add(b * BLOCK + 16));
                 let largest =
                     _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(first), _mm512_abs_ps(last)));
-                let inverse = _mm512_set1_ps(if largest > 0.0 { 127.0 / largest } else { 0.0 });
+                let inverse = _mm512_set1_ps(super::inverse(largest));
                 *scale = largest / 127.0;
                 let to_byte = |v| {
                     _mm512_cvtepi32_epi8(_mm512_add_epi32(
@@ -231,7 +256,8 @@ mod x86 {
     pub unsafe fn quantize_avx2(x: &[f32], bytes: &mut [u8], scales: &mut [f32]) {
         assert!(x.len() >= scales.len() * BLOCK && bytes.len() >= scales.len() * BLOCK);
         let sign = _mm256_set1_ps(-0.0);
-        // Where each 32-bit group of bytes lands after the two packs (module docs).
+        // The two packs interleave the registers' halves: group i of four bytes is register
+        // i % 4's half i / 4, which this order puts back in sequence.
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         let flip = _mm256_set1_epi8(-128);
         for (b, scale) in scales.iter_mut().enumerate() {
@@ -244,7 +270,7 @@ mod x86 {
                 let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
                 let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
                 let largest = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-                let inverse = _mm256_set1_ps(if largest > 0.0 { 127.0 / largest } else { 0.0 });
+                let inverse = _mm256_set1_ps(super::inverse(largest));
                 *scale = largest / 127.0;
                 let q = v.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, inverse)));
                 let words = (
@@ -451,15 +477,49 @@ mod tests {
         }
     }
 
-    /// A block of zeros has scale 0 and bytes at the offset, and products over it are 0.
+    /// Blocks of zeros, of values so small that 127 over them overflows (subnormals
+    /// included), and of huge values become the same bytes and scales under every kernel,
+    /// and their products agree: zeros give zero.
     #[test]
-    fn zeros_stay_zero() {
-        let weights = packed(&[0.0; 4 * BLOCK], 4, BLOCK);
-        let mut rows = Activations::default();
-        rows.quantize(Kernel::best(), &[0.0; BLOCK], BLOCK);
-        assert!(rows.bytes.iter().all(|b| *b == 128));
-        let mut out = [f32::NAN; 4];
-        weights.product(Kernel::best(), &rows, &[0.5; 4], &mut out);
-        assert_eq!(out, [0.5; 4]);
+    fn odd_blocks_become_the_same_bytes_under_every_kernel() {
+        let blocks: [f32; 6] = [0.0, 1e-38, 1e-41, 1.0, -3e5, 1e15];
+        let x: Vec<f32> = (blocks.iter().enumerate())
+            .flat_map(|(b, size)| (0..BLOCK).map(move |i| size * ((i + b) % 7) as f32 - size))
+            .collect();
+        let k = x.len();
+        let weights = packed(&x.repeat(4), 4, k);
+        let mut want = Activations::default();
+        want.quantize(Kernel::portable(), &x, k);
+        assert!(want.bytes[..BLOCK].iter().all(|b| *b == 128), "zeros");
+        assert!(
+            want.bytes[BLOCK..3 * BLOCK].iter().all(|b| *b == 128),
+            "too small to scale"
+        );
+        let mut expected = [f32::NAN; 4];
+        weights.product(Kernel::portable(), &want, &[0.5; 4], &mut expected);
+        assert!(expected.iter().all(|v| v.is_finite()), "{expected:?}");
+        for kernel in Kernel::available() {
+            let mut got = Activations::default();
+            got.quantize(kernel, &x, k);
+            assert_eq!(got.bytes, want.bytes, "{}", kernel.name());
+            assert_eq!(got.scales, want.scales, "{}", kernel.name());
+            let mut out = [f32::NAN; 4];
+            weights.product(kernel, &got, &[0.5; 4], &mut out);
+            for (o, e) in out.iter().zip(&expected) {
+                assert!(
+                    (o - e).abs() <= 1e-5 * e.abs(),
+                    "{}: {o} for {e}",
+                    kernel.name()
+                );
+            }
+            let zeros = Activations {
+                cols: BLOCK,
+                bytes: vec![128; BLOCK],
+                scales: vec![0.0],
+            };
+            let mut out = [f32::NAN; 4];
+            packed(&[0.0; 4 * BLOCK], 4, BLOCK).product(kernel, &zeros, &[0.5; 4], &mut out);
+            assert_eq!(out, [0.5; 4], "{}", kernel.name());
+        }
     }
 }

@@ -394,12 +394,14 @@ impl Encoder {
         }
         if !int8::runs_on(self.kernel) {
             return Err(format!(
-                "int8 products need AVX-512 VNNI, which this CPU lacks (the {} kernel would \
-                 run them slower than f32); use f32",
+                "int8 products need {} for the {} kernel, which this CPU lacks (without it they \
+                 would run slower than f32); use f32",
+                int8::needs(self.kernel),
                 self.kernel.name()
             ));
         }
         let file = &self.tensors.map[..];
+        let mut copied = Vec::new();
         for layer in &mut self.layers {
             for linear in layer.linears_mut() {
                 let (rows, cols) = (linear.weight.rows, linear.weight.cols);
@@ -413,10 +415,13 @@ impl Encoder {
                 linear.packed = Some(Packed::new(rows, cols, |r, bytes, scales| {
                     weight.row_int8(file, r, kernel, bytes, scales)
                 }));
-                if let Some(range) = weight.mapped() {
-                    self.tensors.release(range);
-                }
+                copied.extend(weight.mapped());
             }
+        }
+        // Only now, with nothing borrowing the mapping: the matrices are read from their
+        // copies from here on.
+        for range in copied {
+            self.tensors.release(range);
         }
         Ok(self)
     }
@@ -511,7 +516,7 @@ impl Encoder {
         let h = self.hidden;
         self.linears(
             x,
-            &mut w.rows,
+            &mut w.quantized,
             [
                 (&layer.query, &mut w.query),
                 (&layer.key, &mut w.key),
@@ -519,17 +524,21 @@ impl Encoder {
             ],
         );
         self.attention(lengths, w);
-        self.linears(&w.context, &mut w.rows, [(&layer.out, &mut w.attended)]);
+        self.linears(
+            &w.context,
+            &mut w.quantized,
+            [(&layer.out, &mut w.attended)],
+        );
         for (row, residual) in w.attended.chunks_exact_mut(h).zip(x.chunks_exact(h)) {
             self.add_and_norm(row, residual, &layer.attention_norm);
         }
         self.linears(
             &w.attended,
-            &mut w.rows,
+            &mut w.quantized,
             [(&layer.intermediate, &mut w.inner)],
         );
         kernels::gelu(self.kernel, &mut w.inner);
-        self.linears(&w.inner, &mut w.rows, [(&layer.output, x)]);
+        self.linears(&w.inner, &mut w.quantized, [(&layer.output, x)]);
         for (row, residual) in x.chunks_exact_mut(h).zip(w.attended.chunks_exact(h)) {
             self.add_and_norm(row, residual, &layer.output_norm);
         }
@@ -547,22 +556,22 @@ impl Encoder {
     }
 
     /// `out = x · weightᵀ + bias` for each linear of `products` taking the same `x`, which
-    /// is turned into bytes once (into `rows`) when they are in int8.
+    /// is turned into bytes once (into `quantized`) when they are in int8.
     fn linears<const N: usize>(
         &self,
         x: &[f32],
-        rows: &mut Activations,
+        quantized: &mut Activations,
         products: [(&Linear, &mut [f32]); N],
     ) {
-        let mut quantized = false;
+        let mut taken = false;
         for (linear, out) in products {
             match &linear.packed {
                 Some(packed) => {
-                    if !quantized {
-                        rows.quantize(self.kernel, x, packed.cols);
-                        quantized = true;
+                    if !taken {
+                        quantized.quantize(self.kernel, x, packed.cols());
+                        taken = true;
                     }
-                    packed.product(self.kernel, rows, &linear.bias, out);
+                    packed.product(self.kernel, quantized, &linear.bias, out);
                 }
                 None => self.linear(x, linear, out),
             }
@@ -664,7 +673,7 @@ impl Encoder {
 /// How the weight products are computed (`Encoder::with_precision`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
-    /// In f32: the vectors are the reference's to about 1e-7.
+    /// In f32: the vectors are the references' to 1e-6 (to about 1e-7 measured).
     F32,
     /// In bytes, 32 to a scale (`crate::int8`): faster with AVX-512 VNNI; the vectors move
     /// by about 1e-3 in cosine.
@@ -730,7 +739,7 @@ struct Work {
     inner: Vec<f32>,
     scores: Vec<f32>,
     /// A product's input in bytes, with int8 weights.
-    rows: Activations,
+    quantized: Activations,
 }
 
 impl Work {
@@ -744,7 +753,7 @@ impl Work {
             attended: rows,
             inner: vec![0f32; tokens * intermediate],
             scores: Vec::new(),
-            rows: Activations::default(),
+            quantized: Activations::default(),
         }
     }
 }
