@@ -252,14 +252,11 @@ impl Embedder for LocalEmbedder {
     }
 
     fn describe(&self) -> String {
-        match self.precision {
-            Precision::F32 => format!("{}, {} kernel", self.model(), self.kernel.name()),
-            Precision::Int8 => format!(
-                "{}, {} kernel, int8 products",
-                self.model(),
-                self.kernel.name()
-            ),
-        }
+        let products = match self.precision {
+            Precision::F32 => "",
+            Precision::Int8 => ", int8 products",
+        };
+        format!("{}, {} kernel{products}", self.model(), self.kernel.name())
     }
 
     fn health(&self) -> Result<(), String> {

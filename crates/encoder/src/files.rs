@@ -86,11 +86,9 @@ impl Matrix {
                     .zip(bytes.chunks_exact_mut(Q4_BLOCK))
                     .zip(scales.iter_mut())
                 {
-                    *scale = crate::kernels::half(u16::from_le_bytes([block[0], block[1]]));
-                    for (j, byte) in block[2..].iter().enumerate() {
-                        bytes[j] = (byte & 0x0f) as i8 - 8;
-                        bytes[j + 16] = (byte >> 4) as i8 - 8;
-                    }
+                    let weights;
+                    (*scale, weights) = crate::kernels::q4_block(block);
+                    bytes.copy_from_slice(&weights);
                 }
             }
             _ => {

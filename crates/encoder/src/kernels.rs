@@ -186,12 +186,23 @@ fn unpack_q4_portable(blocks: &[u8], out: &mut [f32]) {
         .chunks_exact(Q4_BLOCK_BYTES)
         .zip(out.chunks_exact_mut(Q4_BLOCK))
     {
-        let scale = half(u16::from_le_bytes([block[0], block[1]]));
-        for (j, byte) in block[2..].iter().enumerate() {
-            out[j] = (i32::from(byte & 0x0f) - 8) as f32 * scale;
-            out[j + 16] = (i32::from(byte >> 4) - 8) as f32 * scale;
+        let (scale, weights) = q4_block(block);
+        for (o, w) in out.iter_mut().zip(weights) {
+            *o = f32::from(w) * scale;
         }
     }
+}
+
+/// One q4 block (`Q4_BLOCK_BYTES`) as its scale and its 32 weights in units of it, `−8..=7`.
+#[inline(always)]
+pub fn q4_block(block: &[u8]) -> (f32, [i8; Q4_BLOCK]) {
+    let scale = half(u16::from_le_bytes([block[0], block[1]]));
+    let mut weights = [0i8; Q4_BLOCK];
+    for (j, byte) in block[2..Q4_BLOCK_BYTES].iter().enumerate() {
+        weights[j] = (byte & 0x0f) as i8 - 8;
+        weights[j + 16] = (byte >> 4) as i8 - 8;
+    }
+    (scale, weights)
 }
 
 /// An IEEE 754 half, exactly, by moving its bits (a block's scale is read per 32 weights, so

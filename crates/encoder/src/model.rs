@@ -33,7 +33,6 @@ pub struct Encoder {
     /// MPNet's `[buckets, heads]` bias by relative distance.
     relative: Option<Vec<f32>>,
     threads: usize,
-    precision: Precision,
 }
 
 struct Linear {
@@ -355,7 +354,6 @@ impl Encoder {
             layers,
             relative: None,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            precision: Precision::F32,
         })
     }
 
@@ -383,7 +381,6 @@ impl Encoder {
     /// [`Precision::Int8`], bytes (`crate::int8`; refused for widths not a multiple of 32 and
     /// on a kernel without int8 products, `int8::runs_on`).
     pub fn with_precision(mut self, precision: Precision) -> Result<Encoder, String> {
-        self.precision = precision;
         if precision == Precision::F32 {
             for layer in &mut self.layers {
                 for linear in layer.linears_mut() {
@@ -424,10 +421,6 @@ impl Encoder {
             self.tensors.release(range);
         }
         Ok(self)
-    }
-
-    pub fn precision(&self) -> Precision {
-        self.precision
     }
 
     /// The unit-length mean of the last hidden states of each text's token ids.
