@@ -11,6 +11,7 @@
 pub mod tokens;
 
 use crate::memory::{Hit, Memory, NewMemory};
+use crate::ranking::Script;
 
 /// How many neighbours the duplicate check looks at.
 pub const NEIGHBOURS: usize = 5;
@@ -23,6 +24,10 @@ const SIMILAR_OVERLAP: f64 = 0.5;
 pub struct Rule {
     /// The least similarity of a repeat (measured on near-verbatim pairs, docs/models.md).
     pub repeat: f64,
+    /// The same for a new memory written mostly in Hangul. A model that cannot read Korean
+    /// compares its letters, not its meaning, and puts a changed ending below its repeat
+    /// similarity: for it the tokens decide, from the similar similarity.
+    pub hangul_repeat: f64,
     /// The least similarity at which a neighbour that shares most content tokens is named
     /// as similar.
     pub similar: f64,
@@ -32,6 +37,7 @@ impl Rule {
     /// The specification's 0.92, for models we have not measured (docs/behavior.md).
     pub const SPECIFIED: Rule = Rule {
         repeat: 0.92,
+        hangul_repeat: 0.92,
         similar: 0.8,
     };
 }
@@ -51,16 +57,20 @@ pub enum Verdict<'a> {
 /// similar: a correction is not a repeat.
 pub fn judge<'a>(memory: &NewMemory, neighbours: &'a [Hit], rule: Rule) -> Verdict<'a> {
     let mine = tokens::said(&memory.content);
+    let repeat = match Script::of(&memory.content) {
+        Script::Hangul => rule.hangul_repeat,
+        Script::Other => rule.repeat,
+    };
     let mut close: Vec<&Hit> = neighbours
         .iter()
         .filter(|n| Some(&n.memory.id) != memory.replaces.as_ref())
-        .filter(|n| n.similarity >= rule.repeat.min(rule.similar))
+        .filter(|n| n.similarity >= repeat.min(rule.similar))
         .collect();
     close.sort_by(|a, b| b.similarity.total_cmp(&a.similarity));
     let mut similar = Vec::new();
     for n in close {
         let theirs = tokens::said(&n.memory.content);
-        if n.similarity >= rule.repeat && tokens::agree(&mine, &theirs) {
+        if n.similarity >= repeat && tokens::agree(&mine, &theirs) {
             return Verdict::Repeat(n);
         }
         if n.similarity >= rule.similar && tokens::overlap(&mine, &theirs) >= SIMILAR_OVERLAP {
@@ -77,6 +87,7 @@ mod tests {
 
     const RULE: Rule = Rule {
         repeat: 0.9,
+        hangul_repeat: 0.9,
         similar: 0.8,
     };
 
@@ -146,6 +157,61 @@ mod tests {
         }
     }
 
+    /// Each kind of Korean particle, predicate ending and politeness level, spacing and
+    /// punctuation, one at a time and together: the same fact.
+    #[test]
+    fn each_korean_particle_and_ending_is_the_same_fact() {
+        let particles = [
+            ("배포 승인은 팀장이 한다", "배포 승인을 팀장이 한다"),
+            ("로그가 S3에 쌓인다", "로그는 S3에 쌓인다"),
+            ("설정은 위키에 있다", "설정은 위키에서 있다"),
+            ("이미지는 ECR로 올린다", "이미지는 ECR으로 올린다"),
+            ("팀장과 QA가 승인한다", "팀장하고 QA가 승인한다"),
+            ("백업도 매일 한다", "백업은 매일 한다"),
+            ("금요일까지 마감한다", "금요일까지는 마감한다"),
+        ];
+        let endings = [
+            // plain, polite and formal: -다, -요, -ㅂ니다/-습니다
+            ("빌드는 매일 돈다", "빌드는 매일 돌아요"),
+            ("결과물은 S3로 보낸다", "결과물은 S3로 보내요"),
+            ("태그를 매번 만든다", "태그를 매번 만듭니다"),
+            ("비밀번호는 볼트에 있다", "비밀번호는 볼트에 있습니다"),
+            ("응답은 JSON으로 준다", "응답은 JSON으로 줍니다"),
+            ("기본 브랜치는 main이다", "기본 브랜치는 main이에요"),
+            ("에러가 나면 롤백된다", "에러가 나면 롤백돼요"),
+            // a stem's vowel fused with -아요/-어요
+            ("담당자가 먼저 본다", "담당자가 먼저 봐요"),
+            ("결과는 팀에 알려 준다", "결과는 팀에 알려 줘요"),
+            ("로그는 30일 뒤에 지운다", "로그는 30일 뒤에 지워요"),
+            ("서버는 밤마다 꺼진다", "서버는 밤마다 꺼져요"),
+            // nominal and past endings of notes: -음, -함, -했다
+            ("캐시 만료는 10분으로 정했다", "캐시 만료는 10분으로 정함"),
+            ("점검은 새벽에 한다", "점검은 새벽에 했음"),
+            // requests: -세요, -십시오, -하세요
+            ("변경 사항을 공유해 주세요", "변경 사항을 공유해 주십시오"),
+            ("배포 전에 공유한다", "배포 전에 공유하세요"),
+            ("문서를 읽는다", "문서를 읽으세요"),
+        ];
+        let spacing_and_punctuation = [
+            (
+                "릴리스 노트는 배포 직후, 공지 채널에 올린다.",
+                "릴리스 노트는 배포 직후 공지채널에 올린다",
+            ),
+            (
+                "Jenkins 작업은 새벽 3시에 돈다",
+                "Jenkins작업은 새벽3시에 돈다",
+            ),
+            ("\"설계\" 폴더에 둔다!", "'설계' 폴더에 둔다"),
+        ];
+        for (a, b) in particles
+            .into_iter()
+            .chain(endings)
+            .chain(spacing_and_punctuation)
+        {
+            assert!(repeat(a, b), "{a} / {b}");
+        }
+    }
+
     #[test]
     fn a_changed_value_is_a_different_fact() {
         for (a, b) in [
@@ -194,6 +260,19 @@ mod tests {
                 "운영 DB에 직접 접속할 수 없다",
             ),
             ("이 작업은 된다", "이 작업은 안 된다"),
+            (
+                "비밀번호는 90일마다 바꿔요",
+                "비밀번호는 90일마다 바꾸지 않아요",
+            ),
+            // a stem that conjugation does not explain
+            ("디버그 로그는 운영에서 켠다", "디버그 로그는 운영에서 끈다"),
+            (
+                "트래픽이 몰리면 워커를 늘린다",
+                "트래픽이 몰리면 워커를 줄인다",
+            ),
+            ("배포 전에 백업한다", "배포 후에 백업한다"),
+            ("커넥션은 최소 10개로 둔다", "커넥션은 최대 10개로 둔다"),
+            ("이 API는 동기로 호출한다", "이 API는 비동기로 호출한다"),
             // a content word swapped
             ("Deploy to staging first", "Deploy to production first"),
             ("캐시는 Redis에 둔다", "캐시는 Memcached에 둔다"),
@@ -246,6 +325,26 @@ mod tests {
         assert!(
             find_duplicate(&m, &[hit("releases go out blue/green style", 0.95)], RULE).is_none()
         );
+    }
+
+    #[test]
+    fn a_model_that_cannot_read_korean_leaves_a_korean_repeat_to_the_tokens() {
+        let english_only = Rule {
+            repeat: 0.8,
+            hangul_repeat: 0.5,
+            similar: 0.5,
+        };
+        let m = new("기본 브랜치는 main이에요");
+        let said_before = [hit("기본 브랜치는 main이다", 0.6)];
+        assert!(find_duplicate(&m, &said_before, english_only).is_some());
+        // A changed value is still a different fact, however similar.
+        let other_value = [hit("기본 브랜치는 develop이다", 0.99)];
+        assert!(find_duplicate(&m, &other_value, english_only).is_none());
+        // Below the similar similarity nothing is a repeat, and English keeps its gate.
+        assert!(find_duplicate(&m, &[hit("기본 브랜치는 main이다", 0.49)], english_only).is_none());
+        let english = new("The default branch is main");
+        let weak = [hit("the default branch is main", 0.6)];
+        assert!(find_duplicate(&english, &weak, english_only).is_none());
     }
 
     #[test]

@@ -43,7 +43,13 @@ const FUNCTION_WORDS: &[&str] = &[
 const KOREAN_ENDINGS: &[(&str, Ending)] = &[
     ("에서부터", P),
     ("으로부터", P),
+    ("하십시오", V),
+    ("으십시오", V),
     ("했습니다", V),
+    ("십시오", V),
+    ("하세요", V),
+    ("으세요", V),
+    ("하시오", V),
     ("합니다", V),
     ("됩니다", V),
     ("습니다", V),
@@ -323,26 +329,50 @@ fn is_hangul(c: char) -> bool {
     ('\u{AC00}'..='\u{D7A3}').contains(&c)
 }
 
-/// A Korean word without its particle or ending and, after a predicate's ending, without
-/// the final consonant of a stem of two syllables or more, which conjugation changes
-/// (`만든다`, `만듭니다`, `만들어요` are all `만드`). A word that is nothing but an ending (a
-/// spaced-off `한다`) is empty. One-syllable stems keep their consonant: `삼` and `사` are 3
-/// and 4.
+/// A Korean word without its particle or ending and, after a predicate's ending, with the
+/// stem's last syllable as conjugation leaves it alone: without the final consonant of a
+/// stem of two syllables or more (`만든다`, `만듭니다`, `만들어요` are all `만드`), and
+/// with a vowel that fused with the ending (`-아요`, `-어요`) taken apart (`봐요` is `보`,
+/// `줘요` is `주`, `돼요` is `되`). A word that is nothing but an ending (a spaced-off
+/// `한다`) is empty. One-syllable stems keep their consonant, and guarded syllables
+/// (`GUARDED`) stay as written: `삼` and `사` are 3 and 4.
 fn stem(word: &str) -> String {
     let (stem, ending) = KOREAN_ENDINGS
         .iter()
         .find_map(|(ending, kind)| Some((word.strip_suffix(ending)?, Some(*kind))))
         .unwrap_or((word, None));
     let mut syllables: Vec<char> = stem.chars().collect();
+    let several = syllables.len() >= 2;
     if ending == Some(Ending::Predicate)
-        && syllables.len() >= 2
         && let Some(last) = syllables.last_mut()
     {
         let code = *last as u32 - 0xAC00;
-        *last = char::from_u32(0xAC00 + code - code % 28).unwrap_or(*last);
+        let (initial, mut vowel, mut last_consonant) = (code / 588, code % 588 / 28, code % 28);
+        if several {
+            last_consonant = 0;
+        }
+        if !GUARDED.contains(*last) {
+            vowel = match vowel {
+                VOWEL_WA => VOWEL_O,
+                VOWEL_WAE => VOWEL_OE,
+                VOWEL_WEO => VOWEL_U,
+                other => other,
+            };
+        }
+        *last =
+            char::from_u32(0xAC00 + initial * 588 + vowel * 28 + last_consonant).unwrap_or(*last);
     }
     syllables.into_iter().collect()
 }
+
+/// Hangul's medial vowels by their index in a syllable's code: `ㅗ` with `-아` fuses into
+/// `ㅘ`, `ㅚ` with `-어` into `ㅙ`, `ㅜ` with `-어` into `ㅝ`.
+const VOWEL_WA: u32 = 9;
+const VOWEL_O: u32 = 8;
+const VOWEL_WAE: u32 = 10;
+const VOWEL_OE: u32 = 11;
+const VOWEL_WEO: u32 = 14;
+const VOWEL_U: u32 = 13;
 
 /// Whether `a` and `b` are the same tokens in the same order, forgiving one typo in each
 /// typo-prone English word and one changed letter in each unguarded Korean run.

@@ -66,6 +66,7 @@ impl LocalModel {
                 baseline: 0.7,
                 duplicates: Rule {
                     repeat: 0.93,
+                    hangul_repeat: 0.93,
                     similar: 0.9,
                 },
                 abstention: Some(Abstention {
@@ -102,8 +103,10 @@ const MINILM: Calibration = Calibration {
     floor: 0.2,
     high: None,
     baseline: 0.0,
+    // English-only: a Korean repeat is told by its tokens (`crate::dedup::Rule`).
     duplicates: Rule {
         repeat: 0.8,
+        hangul_repeat: 0.5,
         similar: 0.5,
     },
     abstention: Some(Abstention {
