@@ -18,6 +18,7 @@
 //! Without arguments: every model `make models` fetches. Writes bench/results/korean.json.
 
 mod mcp;
+mod sets;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -41,30 +42,6 @@ impl Tally {
         let share = |n: usize| (n as f64 / self.questions.max(1) as f64 * 1000.0).round() / 1000.0;
         json!({"questions": self.questions, "recall@1": share(self.at1), "recall@5": share(self.at5),
                "abstained": share(self.abstained), "trusted@5": share(self.trusted5)})
-    }
-}
-
-/// The language of the memory a fact id names.
-fn language_of(fact: &str) -> &'static str {
-    match fact.as_bytes()[0] {
-        b'e' => "en",
-        b'm' => "mixed",
-        _ => "ko",
-    }
-}
-
-fn kind(question: &Value) -> String {
-    let lang = question["lang"].as_str().unwrap();
-    match question["answer"].as_str() {
-        None => format!("unanswerable-{lang}"),
-        Some(fact) => {
-            let keyword = if question["kind"] == "keyword" {
-                "-kw"
-            } else {
-                ""
-            };
-            format!("{lang}->{}{keyword}", language_of(fact))
-        }
     }
 }
 
@@ -130,7 +107,7 @@ async fn main() {
                 } else {
                     "answerable"
                 };
-                for key in [answerable.to_owned(), kind(q)] {
+                for key in [answerable.to_owned(), sets::kind_of_question(q)] {
                     let t = tallies.entry(key).or_default();
                     t.questions += 1;
                     t.at1 += usize::from(rank == Some(0));

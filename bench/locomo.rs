@@ -25,6 +25,7 @@
 
 mod mcp;
 mod postgres;
+mod sets;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
@@ -40,36 +41,6 @@ fn default_model() -> std::path::PathBuf {
     std::env::var_os("MCP_MEMORY_TEST_MODEL")
         .map(Into::into)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/.models/all-MiniLM-L6-v2").into())
-}
-
-/// Every turn of one conversation, in session order, as (dia_id, content).
-fn turns(conversation: &Value) -> Vec<(String, String)> {
-    let c = conversation.as_object().unwrap();
-    let mut sessions: Vec<(u32, &Value, &str)> = c
-        .iter()
-        .filter_map(|(k, v)| {
-            let n = k.strip_prefix("session_")?.parse().ok()?;
-            let date = c.get(&format!("session_{n}_date_time"))?.as_str()?;
-            Some((n, v, date))
-        })
-        .filter(|(_, v, _)| v.is_array())
-        .collect();
-    sessions.sort_by_key(|(n, _, _)| *n);
-    sessions
-        .into_iter()
-        .flat_map(|(_, turns, date)| {
-            turns.as_array().unwrap().iter().map(move |t| {
-                (
-                    t["dia_id"].as_str().unwrap().to_owned(),
-                    format!(
-                        "[{date}] {}: {}",
-                        t["speaker"].as_str().unwrap(),
-                        t["text"].as_str().unwrap()
-                    ),
-                )
-            })
-        })
-        .collect()
 }
 
 #[derive(Default, Clone)]
@@ -146,7 +117,7 @@ async fn ingest(server: &Server, data: &[Value]) -> (Vec<HashMap<String, String>
     for sample in data {
         let tenant = format!("locomo-{}", sample["sample_id"].as_str().unwrap_or("x"));
         let mut ids = HashMap::new();
-        for (dia_id, content) in turns(&sample["conversation"]) {
+        for (dia_id, content) in sets::locomo_turns(&sample["conversation"]) {
             let answer = server
                 .call(&tenant, "remember", json!({"content": content}))
                 .await;
