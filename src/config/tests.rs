@@ -151,6 +151,17 @@ fn each_local_model_has_its_measured_thresholds() {
         e5
     );
     assert_eq!(local(&[("EMBEDDING_MODEL", "all-MiniLM-L6-v2")]), minilm);
+    let gemma = Thresholds {
+        floor: 0.25,
+        high: 0.7,
+        baseline: 0.1,
+        abstention: Some(Abstention {
+            words: 0.2,
+            threshold: 0.4,
+        }),
+        reads_across_scripts: true,
+    };
+    assert_eq!(local(&[("EMBEDDING_MODEL", "embeddinggemma-300m")]), gemma);
     assert_eq!(
         local(&[("EMBEDDING_MODEL", "./my-own-bert")]),
         Thresholds::of_floor(0.2)

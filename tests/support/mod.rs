@@ -88,6 +88,37 @@ pub fn within(text: &str, ours: &[f32], reference: &[f64], tolerance: f64) -> f6
     worst
 }
 
+/// An int8 vector within a cosine of 0.998 of its float64 reference (docs/models.md, "int8
+/// products"); the cosine, for the test to report its smallest.
+pub fn close_in_int8(text: &str, ours: &[f32], reference: &[f64]) -> f64 {
+    let reference: Vec<f32> = reference.iter().map(|v| *v as f32).collect();
+    let cosine = cosine(ours, &reference);
+    assert!(
+        cosine >= 0.998,
+        "{text:.40}: cosine {cosine} to the reference"
+    );
+    cosine
+}
+
+/// Texts of very different lengths in one pass give each text's own vector, within 1e-5.
+#[cfg(feature = "local")]
+pub async fn batch_matches_one_at_a_time(
+    embedder: &mcp_memory::embed::local::LocalEmbedder,
+    texts: &[&str],
+) {
+    use mcp_memory::embed::Embedder;
+    let batch = embedder.embed_batch(texts).await.unwrap();
+    for (text, together) in texts.iter().zip(batch) {
+        let alone = embedder.embed(text).await.unwrap();
+        let gap = together
+            .iter()
+            .zip(&alone)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(gap < 1e-5, "{text:.40}: batched differs by {gap}");
+    }
+}
+
 /// Developer facts, each with a question asking for it in other words: what the real-model
 /// tests recall through the binary.
 pub const PARAPHRASES: [(&str, &str); 3] = [

@@ -34,6 +34,29 @@ pub fn needs(kernel: Kernel) -> &'static str {
     }
 }
 
+/// Refuses int8 products on a kernel without them (`runs_on`), naming what it lacks.
+pub fn usable(kernel: Kernel) -> Result<(), String> {
+    if runs_on(kernel) {
+        return Ok(());
+    }
+    Err(format!(
+        "int8 products need {} for the {} kernel, which this CPU lacks (without it they \
+         would run slower than f32); use f32",
+        needs(kernel),
+        kernel.name()
+    ))
+}
+
+/// Refuses a product `cols` wide, which blocks of `BLOCK` cannot cut.
+pub fn packable(cols: usize) -> Result<(), String> {
+    if cols.is_multiple_of(BLOCK) {
+        return Ok(());
+    }
+    Err(format!(
+        "int8 products need widths that are multiples of {BLOCK}, not {cols}"
+    ))
+}
+
 /// Values in a block, for weights and activations alike.
 pub const BLOCK: usize = 32;
 
@@ -89,6 +112,11 @@ impl Packed {
     /// The width of its rows: the length of the input rows it multiplies.
     pub fn cols(&self) -> usize {
         self.cols
+    }
+
+    /// How many rows: the width of what it gives.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     /// `out[r · rows + j] = x_r · row_j + bias_j` for every row r of `x`.

