@@ -180,6 +180,7 @@ async fn ask(
             "query_script": script_name(script), "rank": rank, "label": label,
             "similarity": evidence.similarity, "words": evidence.words, "closest_script": closest,
             "idf": found.idf, "memories": tenant.memories.len(),
+            "nearest": found.nearest.iter().map(|n| (n.similarity * 1e4).round() / 1e4).collect::<Vec<_>>(),
             "shown": shown,
         }));
     }
