@@ -16,6 +16,9 @@
 //!     make models && cargo bench --bench korean [-- MODEL_DIR ...]
 //!
 //! Without arguments: every model `make models` fetches. Writes bench/results/korean.json.
+//! `RECALL_SET=bench/instructions.json` asks the set of instructions and preferences
+//! (issue 48, item 4) instead, the same way, and writes bench/results/instructions.json;
+//! each kind of question (`instruction`, `preference`, ...) is tallied too.
 
 mod mcp;
 mod sets;
@@ -57,14 +60,28 @@ async fn main() {
             "multilingual-e5-small",
             "all-MiniLM-L6-v2",
             "all-mpnet-base-v2",
+            "embeddinggemma-300m",
         ]
         .map(|m| format!("{root}/.models/{m}"))
         .to_vec();
     }
-    let set: Value =
-        serde_json::from_slice(&std::fs::read(format!("{root}/bench/korean_recall.json")).unwrap())
-            .unwrap();
-    let facts = set["facts"].as_array().unwrap();
+    let path = std::env::var("RECALL_SET").unwrap_or_else(|_| "bench/korean_recall.json".into());
+    let path = std::path::Path::new(root).join(path);
+    let set: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let results = match path.file_stem().unwrap().to_str().unwrap() {
+        "korean_recall" => "korean".to_owned(),
+        other => other.to_owned(),
+    };
+    // A set may be asked among another's facts too (`"among"`: its file in bench/), so that
+    // its answers compete with a fuller tenant's memories.
+    let mut facts = set["facts"].as_array().unwrap().clone();
+    if let Some(other) = set["among"].as_str() {
+        let other: Value =
+            serde_json::from_slice(&std::fs::read(format!("{root}/bench/{other}")).unwrap())
+                .unwrap();
+        facts.extend(other["facts"].as_array().unwrap().iter().cloned());
+    }
+    let show_misses = std::env::var("SHOW_MISSES").is_ok_and(|v| v == "1");
     let questions = set["questions"].as_array().unwrap();
     let pairs = set["pairs"].as_array().unwrap();
     let scratch = tempfile::tempdir().unwrap();
@@ -76,7 +93,7 @@ async fn main() {
         let base = scratch.path().join(format!("{name}.db"));
         let server = Server::start(&format!("sqlite:{}", base.display()), model, &[]).await;
         let mut memory_of = HashMap::new();
-        for fact in facts {
+        for fact in &facts {
             let answer = server
                 .call(TENANT, "remember", json!({"content": fact["text"]}))
                 .await;
@@ -107,7 +124,22 @@ async fn main() {
                 } else {
                     "answerable"
                 };
-                for key in [answerable.to_owned(), sets::kind_of_question(q)] {
+                if show_misses && !q["answer"].is_null() && rank != Some(0) {
+                    let first = text.split("\n1. ").nth(1).unwrap_or_default();
+                    let first: String = first
+                        .lines()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .chars()
+                        .take(80)
+                        .collect();
+                    println!(
+                        "  {name} {recall}: {} at {rank:?}; first: {first}",
+                        q["text"]
+                    );
+                }
+                let kind = format!("kind:{}", q["kind"].as_str().unwrap());
+                for key in [answerable.to_owned(), sets::kind_of_question(q), kind] {
                     let t = tallies.entry(key).or_default();
                     t.questions += 1;
                     t.at1 += usize::from(rank == Some(0));
@@ -141,7 +173,7 @@ async fn main() {
             }));
         }
     }
-    let out = format!("{root}/bench/results/korean{}.json", mcp::precision().1);
+    let out = format!("{root}/bench/results/{results}{}.json", mcp::precision().1);
     std::fs::write(
         &out,
         serde_json::to_string_pretty(&json!({"runs": runs, "pairs": pair_runs})).unwrap(),
