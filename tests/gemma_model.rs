@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use mcp_memory::embed::Embedder;
@@ -87,17 +86,7 @@ async fn a_batch_gives_the_same_vectors_as_one_at_a_time() {
 #[tokio::test]
 async fn korean_through_the_binary() {
     let dir = tempfile::tempdir().unwrap();
-    let mut env: HashMap<String, String> = [
-        (
-            "DATABASE_URL",
-            format!("sqlite:{}", dir.path().join("memory.db").display()),
-        ),
-        ("EMBEDDING_PROVIDER", "local".into()),
-        ("EMBEDDING_MODEL", model_dir().display().to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let mut env = support::local_model_env(dir.path(), &model_dir());
     let server = process::start(&mut env).await;
     let headers = [("x-tenant-id", "korean-team")];
     let facts = [

@@ -99,17 +99,7 @@ impl Server {
     /// The binary on the SQLite file in `dir`, with the model's own thresholds unless `extra`
     /// sets them.
     async fn start(dir: &std::path::Path, extra: &[(&str, &str)]) -> Server {
-        let mut env: HashMap<String, String> = [
-            (
-                "DATABASE_URL",
-                format!("sqlite:{}", dir.join("memory.db").display()),
-            ),
-            ("EMBEDDING_PROVIDER", "local".into()),
-            ("EMBEDDING_MODEL", model_dir().display().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        let mut env = support::local_model_env(dir, &model_dir());
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         Server {
             running: process::start(&mut env).await,
@@ -360,18 +350,8 @@ async fn a_store_written_with_minilm_refuses_the_new_default_and_keeps_minilm() 
     assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
     drop(old);
 
-    let env: HashMap<String, String> = [
-        (
-            "DATABASE_URL",
-            format!("sqlite:{}", dir.path().join("memory.db").display()),
-        ),
-        ("EMBEDDING_PROVIDER", "local".into()),
-        ("EMBEDDING_MODEL", model_dir().display().to_string()),
-        ("PORT", process::free_port().to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let mut env = support::local_model_env(dir.path(), &model_dir());
+    env.insert("PORT".into(), process::free_port().to_string());
     let refused = process::command(&env).output().await.unwrap();
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_ne!(refused.status.code(), Some(0), "{said}");

@@ -33,6 +33,22 @@ pub fn model_dir(var: &str, name: &str) -> std::path::PathBuf {
         })
 }
 
+/// The binary's variables to serve the model in `model` at its own thresholds, on a SQLite
+/// file in `dir`.
+pub fn local_model_env(dir: &std::path::Path, model: &std::path::Path) -> HashMap<String, String> {
+    [
+        (
+            "DATABASE_URL",
+            format!("sqlite:{}", dir.join("memory.db").display()),
+        ),
+        ("EMBEDDING_PROVIDER", "local".into()),
+        ("EMBEDDING_MODEL", model.display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
 /// The model in `dir`, or a failure that says how to fetch it.
 #[cfg(feature = "local")]
 pub fn load_model(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbedder {

@@ -14,9 +14,9 @@
 use std::path::Path;
 
 use crate::files::{Matrix, Tensors};
-use crate::int8::{self, Activations, Packed};
+use crate::int8::{Activations, Packed};
 use crate::kernels::{self, Kernel};
-use crate::model::{Precision, in_threads, linear, sums};
+use crate::model::{Precision, in_threads, linear, pack, sums, weight_products};
 
 pub struct Gemma {
     tensors: Tensors,
@@ -264,30 +264,10 @@ impl Gemma {
     /// As `crate::model::Bert::with_precision`: the seven weight products of every layer in
     /// bytes with `Precision::Int8` (the Dense layers, one product a text, stay f32).
     pub fn with_precision(mut self, precision: Precision) -> Result<Gemma, String> {
-        if precision == Precision::F32 {
-            for layer in &mut self.layers {
-                for weight in layer.weights_mut() {
-                    weight.packed = None;
-                }
-            }
-            return Ok(self);
-        }
-        int8::usable(self.kernel)?;
-        let file = &self.tensors.map[..];
-        let mut copied = Vec::new();
-        for layer in &mut self.layers {
-            for weight in layer.weights_mut() {
-                let (matrix, kernel) = (&weight.matrix, self.kernel);
-                int8::packable(matrix.cols)?;
-                weight.packed = Some(Packed::new(matrix.rows, matrix.cols, |r, bytes, scales| {
-                    matrix.row_int8(file, r, kernel, bytes, scales)
-                }));
-                copied.extend(matrix.mapped());
-            }
-        }
-        for range in copied {
-            self.tensors.release(range);
-        }
+        let weights = (self.layers.iter_mut())
+            .flat_map(Layer::weights_mut)
+            .map(|Weight { matrix, packed }| (&*matrix, packed));
+        pack(&mut self.tensors, self.kernel, precision, weights)?;
         Ok(self)
     }
 
@@ -425,26 +405,11 @@ impl Gemma {
         quantized: &mut Activations,
         products: [(&Weight, &mut [f32]); N],
     ) {
-        let mut taken = false;
-        for (weight, out) in products {
-            match &weight.packed {
-                Some(packed) => {
-                    if !taken {
-                        quantized.quantize(self.kernel, x, packed.cols());
-                        taken = true;
-                    }
-                    packed.product(self.kernel, quantized, &self.zeros[..packed.rows()], out);
-                }
-                None => linear(
-                    self.kernel,
-                    &self.tensors.map,
-                    x,
-                    &weight.matrix,
-                    &self.zeros[..weight.matrix.rows],
-                    out,
-                ),
-            }
-        }
+        let products = products.map(|(w, out)| {
+            let zeros = &self.zeros[..w.matrix.rows];
+            (&w.matrix, w.packed.as_ref(), zeros, out)
+        });
+        weight_products(self.kernel, &self.tensors.map, x, quantized, products);
     }
 
     /// Each text's tokens attend to that text's tokens (on sliding layers, to those fewer

@@ -387,33 +387,10 @@ impl Bert {
     /// [`Precision::Int8`], bytes (`crate::int8`; refused for widths not a multiple of 32 and
     /// on a kernel without int8 products, `int8::runs_on`).
     pub fn with_precision(mut self, precision: Precision) -> Result<Bert, String> {
-        if precision == Precision::F32 {
-            for layer in &mut self.layers {
-                for linear in layer.linears_mut() {
-                    linear.packed = None;
-                }
-            }
-            return Ok(self);
-        }
-        int8::usable(self.kernel)?;
-        let file = &self.tensors.map[..];
-        let mut copied = Vec::new();
-        for layer in &mut self.layers {
-            for linear in layer.linears_mut() {
-                let (rows, cols) = (linear.weight.rows, linear.weight.cols);
-                int8::packable(cols)?;
-                let (weight, kernel) = (&linear.weight, self.kernel);
-                linear.packed = Some(Packed::new(rows, cols, |r, bytes, scales| {
-                    weight.row_int8(file, r, kernel, bytes, scales)
-                }));
-                copied.extend(weight.mapped());
-            }
-        }
-        // Only now, with nothing borrowing the mapping: the matrices are read from their
-        // copies from here on.
-        for range in copied {
-            self.tensors.release(range);
-        }
+        let weights = (self.layers.iter_mut())
+            .flat_map(Layer::linears_mut)
+            .map(|Linear { weight, packed, .. }| (&*weight, packed));
+        pack(&mut self.tensors, self.kernel, precision, weights)?;
         Ok(self)
     }
 
@@ -518,26 +495,8 @@ impl Bert {
         quantized: &mut Activations,
         products: [(&Linear, &mut [f32]); N],
     ) {
-        let mut taken = false;
-        for (weights, out) in products {
-            match &weights.packed {
-                Some(packed) => {
-                    if !taken {
-                        quantized.quantize(self.kernel, x, packed.cols());
-                        taken = true;
-                    }
-                    packed.product(self.kernel, quantized, &weights.bias, out);
-                }
-                None => linear(
-                    self.kernel,
-                    &self.tensors.map,
-                    x,
-                    &weights.weight,
-                    &weights.bias,
-                    out,
-                ),
-            }
-        }
+        let products = products.map(|(l, out)| (&l.weight, l.packed.as_ref(), &l.bias[..], out));
+        weight_products(self.kernel, &self.tensors.map, x, quantized, products);
     }
 
     /// Each text's tokens attend to that text's tokens, head by head.
@@ -696,6 +655,33 @@ impl Work {
 
 /// `out = x · weightᵀ + bias` in f32, four weight rows at a time (unpacked once for every
 /// row of `x`) against four rows of `x` at a time.
+/// One weight product: the weight, its bytes when packed, the bias and where it goes.
+pub(crate) type Product<'a> = (&'a Matrix, Option<&'a Packed>, &'a [f32], &'a mut [f32]);
+
+/// `out = x · weightᵀ + bias` for each of `products` taking the same `x`, which is turned into bytes once (into `quantized`) when
+/// they are in int8.
+pub(crate) fn weight_products<const N: usize>(
+    kernel: Kernel,
+    file: &[u8],
+    x: &[f32],
+    quantized: &mut Activations,
+    products: [Product<'_>; N],
+) {
+    let mut taken = false;
+    for (weight, packed, bias, out) in products {
+        match packed {
+            Some(packed) => {
+                if !taken {
+                    quantized.quantize(kernel, x, packed.cols());
+                    taken = true;
+                }
+                packed.product(kernel, quantized, bias, out);
+            }
+            None => linear(kernel, file, x, weight, bias, out),
+        }
+    }
+}
+
 pub(crate) fn linear(
     kernel: Kernel,
     file: &[u8],
@@ -728,6 +714,36 @@ pub(crate) fn linear(
 
 /// Texts in at most `threads` runs of about equal tokens, in order: a run ends before a text
 /// that would take it more than half that text past its share.
+/// Each weight's bytes for int8 products (`Precision::Int8`), or none (f32): refused on a
+/// kernel without int8 products and for a width not a multiple of 32. The mapped pages of
+/// every packed matrix are given back after, when nothing borrows the mapping any more: the
+/// matrices are read from their copies from then on.
+pub(crate) fn pack<'a>(
+    tensors: &mut Tensors,
+    kernel: Kernel,
+    precision: Precision,
+    weights: impl IntoIterator<Item = (&'a Matrix, &'a mut Option<Packed>)>,
+) -> Result<(), String> {
+    if precision == Precision::F32 {
+        weights.into_iter().for_each(|(_, packed)| *packed = None);
+        return Ok(());
+    }
+    int8::usable(kernel)?;
+    let file = &tensors.map[..];
+    let mut copied = Vec::new();
+    for (matrix, packed) in weights {
+        int8::packable(matrix.cols)?;
+        *packed = Some(Packed::new(matrix.rows, matrix.cols, |r, bytes, scales| {
+            matrix.row_int8(file, r, kernel, bytes, scales)
+        }));
+        copied.extend(matrix.mapped());
+    }
+    for range in copied {
+        tensors.release(range);
+    }
+    Ok(())
+}
+
 /// `run` over the texts, split between `threads` threads by their tokens; the vectors in
 /// the texts' order.
 pub(crate) fn in_threads<F>(texts: &[&[u32]], threads: usize, run: F) -> Vec<Vec<f32>>
