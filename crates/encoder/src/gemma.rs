@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::files::{Matrix, Tensors};
 use crate::int8::{Activations, Packed};
 use crate::kernels::{self, Kernel};
-use crate::model::{Precision, in_threads, linear, pack, sums, weight_products};
+use crate::model::{Precision, attend, in_threads, linear, pack, sums, weight_products};
 
 pub struct Gemma {
     tensors: Tensors,
@@ -294,9 +294,7 @@ impl Gemma {
         for layer in &self.layers {
             self.layer(layer, &mut x, &lengths, &mut work);
         }
-        for row in x.chunks_exact_mut(h) {
-            kernels::rms_norm(self.kernel, row, &self.norm, self.eps);
-        }
+        self.rms_norm_rows(&mut x, &self.norm);
         sums(&x, &lengths, h)
             .into_iter()
             .zip(&lengths)
@@ -336,9 +334,7 @@ impl Gemma {
         let h = self.hidden;
         let width = self.head_width;
         w.normed.copy_from_slice(x);
-        for row in w.normed.chunks_exact_mut(h) {
-            kernels::rms_norm(self.kernel, row, &layer.input_norm, self.eps);
-        }
+        self.rms_norm_rows(&mut w.normed, &layer.input_norm);
         self.products(
             &w.normed,
             &mut w.quantized,
@@ -348,13 +344,10 @@ impl Gemma {
                 (&layer.value, &mut w.value),
             ],
         );
-        for head in w.query.chunks_exact_mut(width) {
-            kernels::rms_norm(self.kernel, head, &layer.query_norm, self.eps);
-        }
-        for head in w.key.chunks_exact_mut(width) {
-            kernels::rms_norm(self.kernel, head, &layer.key_norm, self.eps);
-        }
+        self.rms_norm_rows(&mut w.query, &layer.query_norm);
+        self.rms_norm_rows(&mut w.key, &layer.key_norm);
         let rotary = &self.rotary[usize::from(!layer.sliding)];
+        let kv = self.kv_width();
         let mut start = 0;
         for &n in lengths {
             for p in 0..n {
@@ -363,7 +356,6 @@ impl Gemma {
                 for head in row.chunks_exact_mut(width) {
                     rotary.rotate(head, p);
                 }
-                let kv = self.kv_width();
                 for head in w.key[at * kv..(at + 1) * kv].chunks_exact_mut(width) {
                     rotary.rotate(head, p);
                 }
@@ -376,14 +368,9 @@ impl Gemma {
             &mut w.quantized,
             [(&layer.out, &mut w.attended)],
         );
-        for (row, x) in w.attended.chunks_exact_mut(h).zip(x.chunks_exact_mut(h)) {
-            kernels::rms_norm(self.kernel, row, &layer.post_attention_norm, self.eps);
-            x.iter_mut().zip(row.iter()).for_each(|(x, a)| *x += a);
-        }
+        self.add_normed(x, &mut w.attended, &layer.post_attention_norm);
         w.normed.copy_from_slice(x);
-        for row in w.normed.chunks_exact_mut(h) {
-            kernels::rms_norm(self.kernel, row, &layer.pre_feedforward_norm, self.eps);
-        }
+        self.rms_norm_rows(&mut w.normed, &layer.pre_feedforward_norm);
         self.products(
             &w.normed,
             &mut w.quantized,
@@ -391,10 +378,21 @@ impl Gemma {
         );
         kernels::gelu_tanh_times(self.kernel, &mut w.gate, &w.up);
         self.products(&w.gate, &mut w.quantized, [(&layer.down, &mut w.attended)]);
-        for (row, x) in w.attended.chunks_exact_mut(h).zip(x.chunks_exact_mut(h)) {
-            kernels::rms_norm(self.kernel, row, &layer.post_feedforward_norm, self.eps);
-            x.iter_mut().zip(row.iter()).for_each(|(x, a)| *x += a);
+        self.add_normed(x, &mut w.attended, &layer.post_feedforward_norm);
+    }
+
+    /// Each row of `rows`, as wide as `norm`, through RMSNorm scaled by `norm` (its `1 + w`).
+    fn rms_norm_rows(&self, rows: &mut [f32], norm: &[f32]) {
+        for row in rows.chunks_exact_mut(norm.len()) {
+            kernels::rms_norm(self.kernel, row, norm, self.eps);
         }
+    }
+
+    /// `x += RMSNorm(sublayer)`: a sublayer's output, through its closing norm, onto the
+    /// residual.
+    fn add_normed(&self, x: &mut [f32], sublayer: &mut [f32], norm: &[f32]) {
+        self.rms_norm_rows(sublayer, norm);
+        x.iter_mut().zip(sublayer.iter()).for_each(|(x, a)| *x += a);
     }
 
     /// `out = x · weightᵀ` for each weight of `products` taking the same `x`, which is turned
@@ -427,43 +425,23 @@ impl Gemma {
                     let at = (start + t) * kv_width + shared;
                     at..at + width
                 };
-                let queries = &w.query[start * h + head * width..];
-                let scores = &mut w.scores;
-                for j in (0..n).step_by(4) {
-                    let keys: [&[f32]; 4] =
-                        std::array::from_fn(|d| &w.key[keys_at((j + d).min(n - 1))]);
-                    self.kernel.products(queries, h, n, keys, |i, products| {
-                        for (d, products) in products.iter().enumerate().take(n - i) {
-                            for (c, product) in products.iter().enumerate().take(n - j) {
-                                let (qi, kj) = (i + d, j + c);
-                                scores[qi * n + kj] = if sliding && qi.abs_diff(kj) >= self.window {
-                                    f32::NEG_INFINITY
-                                } else {
-                                    product * self.attention_scale
-                                };
-                            }
+                let (key, value) = (&w.key, &w.value);
+                let rows = start * h + head * width;
+                attend(
+                    self.kernel,
+                    (n, width, h),
+                    &w.query[rows..],
+                    |t| (&key[keys_at(t)], &value[keys_at(t)]),
+                    |qi, kj, product| {
+                        if sliding && qi.abs_diff(kj) >= self.window {
+                            f32::NEG_INFINITY
+                        } else {
+                            product * self.attention_scale
                         }
-                    });
-                }
-                for row in w.scores.chunks_exact_mut(n) {
-                    kernels::softmax(self.kernel, row);
-                }
-                for t in 0..n {
-                    for (d, v) in w.value[keys_at(t)].iter().enumerate() {
-                        values[d * n + t] = *v;
-                    }
-                }
-                let context = &mut w.context;
-                for d in (0..width).step_by(4) {
-                    let columns: [&[f32]; 4] =
-                        std::array::from_fn(|c| &values[(d + c) * n..(d + c + 1) * n]);
-                    self.kernel.products(&w.scores, n, n, columns, |i, sums| {
-                        for (r, sums) in sums.iter().enumerate().take(n - i) {
-                            let at = (start + i + r) * h + head * width + d;
-                            context[at..at + 4].copy_from_slice(sums);
-                        }
-                    });
-                }
+                    },
+                    (&mut w.scores, &mut values),
+                    &mut w.context[rows..],
+                );
             }
             start += n;
         }

@@ -520,48 +520,70 @@ impl Bert {
                     let at = (start + i) * h + column;
                     at..at + width
                 };
-                let queries = &w.query[span(0).start..];
-                let scores = &mut w.scores;
-                for j in (0..n).step_by(4) {
-                    let keys: [&[f32]; 4] =
-                        std::array::from_fn(|d| &w.key[span((j + d).min(n - 1))]);
-                    self.kernel.products(queries, h, n, keys, |i, products| {
-                        for (d, products) in products.iter().enumerate().take(n - i) {
-                            for (c, product) in products.iter().enumerate().take(n - j) {
-                                let (qi, kj) = (i + d, j + c);
-                                let mut score = product * scale;
-                                if let Some(relative) = &self.relative {
-                                    score += relative[buckets[kj + n - 1 - qi] * heads + head];
-                                }
-                                scores[qi * n + kj] = score;
-                            }
+                let (key, value) = (&w.key, &w.value);
+                let rows = start * h + column;
+                attend(
+                    self.kernel,
+                    (n, width, h),
+                    &w.query[rows..],
+                    |t| (&key[span(t)], &value[span(t)]),
+                    |qi, kj, product| {
+                        let mut score = product * scale;
+                        if let Some(relative) = &self.relative {
+                            score += relative[buckets[kj + n - 1 - qi] * heads + head];
                         }
-                    });
-                }
-                for row in w.scores.chunks_exact_mut(n) {
-                    kernels::softmax(self.kernel, row);
-                }
-                // Values transposed, so the weighted sums are dot products too.
-                for t in 0..n {
-                    let value = &w.value[span(t)];
-                    for (d, v) in value.iter().enumerate() {
-                        values[d * n + t] = *v;
-                    }
-                }
-                let context = &mut w.context;
-                for d in (0..width).step_by(4) {
-                    let columns: [&[f32]; 4] =
-                        std::array::from_fn(|c| &values[(d + c) * n..(d + c + 1) * n]);
-                    self.kernel.products(&w.scores, n, n, columns, |i, sums| {
-                        for (r, sums) in sums.iter().enumerate().take(n - i) {
-                            let at = (start + i + r) * h + column + d;
-                            context[at..at + 4].copy_from_slice(sums);
-                        }
-                    });
-                }
+                        score
+                    },
+                    (&mut w.scores, &mut values),
+                    &mut w.context[rows..],
+                );
             }
             start += n;
         }
+    }
+}
+
+/// One head's attention over one text of `n` tokens, each query and context row `stride`
+/// apart and `width` wide: the score of each query against each key (`score(query, key,
+/// product)`: scaled, and biased or masked), a softmax per query, and the values' weighted
+/// sum into `context`. `kv(t)` is token t's key and value; `scratch` holds the scores and the
+/// values transposed, so that the weighted sums are dot products too.
+pub(crate) fn attend<'a>(
+    kernel: Kernel,
+    (n, width, stride): (usize, usize, usize),
+    queries: &[f32],
+    kv: impl Fn(usize) -> (&'a [f32], &'a [f32]),
+    score: impl Fn(usize, usize, f32) -> f32,
+    (scores, values): (&mut [f32], &mut [f32]),
+    context: &mut [f32],
+) {
+    for j in (0..n).step_by(4) {
+        let keys: [&[f32]; 4] = std::array::from_fn(|d| kv((j + d).min(n - 1)).0);
+        kernel.products(queries, stride, n, keys, |i, products| {
+            for (d, products) in products.iter().enumerate().take(n - i) {
+                for (c, product) in products.iter().enumerate().take(n - j) {
+                    let (qi, kj) = (i + d, j + c);
+                    scores[qi * n + kj] = score(qi, kj, *product);
+                }
+            }
+        });
+    }
+    for row in scores.chunks_exact_mut(n) {
+        kernels::softmax(kernel, row);
+    }
+    for t in 0..n {
+        for (d, v) in kv(t).1.iter().enumerate() {
+            values[d * n + t] = *v;
+        }
+    }
+    for d in (0..width).step_by(4) {
+        let columns: [&[f32]; 4] = std::array::from_fn(|c| &values[(d + c) * n..(d + c + 1) * n]);
+        kernel.products(scores, n, n, columns, |i, sums| {
+            for (r, sums) in sums.iter().enumerate().take(n - i) {
+                let at = (i + r) * stride + d;
+                context[at..at + 4].copy_from_slice(sums);
+            }
+        });
     }
 }
 
