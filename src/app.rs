@@ -47,8 +47,9 @@ pub struct App {
     pub allowed_origins: Vec<String>,
     pub body_limit: usize,
     pub timeouts: Timeouts,
-    /// HTTP connections served at once (`http::serve`).
+    /// HTTP connections served at once, and waiting for a request (`http::serve`).
     pub max_connections: usize,
+    pub max_idle_connections: usize,
     /// Deletes expired memories; stopped at shutdown.
     pub sweeper: Sweeper,
 }
@@ -109,6 +110,7 @@ impl App {
             body_limit: config.body_limit,
             timeouts: config.timeouts,
             max_connections: config.max_connections,
+            max_idle_connections: config.max_idle_connections,
             sweeper,
         })
     }

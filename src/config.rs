@@ -73,8 +73,8 @@ pub struct Variables {
         default_value = "30000"
     )]
     pub mcp_write_timeout_ms: usize,
-    /// connections served at once; past it a new connection gets 503 (only /health and
-    /// /metrics are still answered, on a few connections more)
+    /// connections served at once (a request being read, run or answered); past it a
+    /// request gets 503 (only /health and /metrics are still answered, a few at a time)
     #[arg(
         long,
         env = "MCP_MAX_CONNECTIONS",
@@ -82,6 +82,15 @@ pub struct Variables {
         default_value = "256"
     )]
     pub mcp_max_connections: usize,
+    /// connections waiting for a request (new, or kept alive between requests); past it
+    /// the one waiting longest is closed to make room
+    #[arg(
+        long,
+        env = "MCP_MAX_IDLE_CONNECTIONS",
+        value_parser = positive_at_most("MCP_MAX_IDLE_CONNECTIONS", MAX_CONNECTIONS),
+        default_value = "4096"
+    )]
+    pub mcp_max_idle_connections: usize,
     /// how long one tool call may take in all, in milliseconds; past it the call answers a
     /// tool error (each dependency has its own, shorter, timeout)
     #[arg(
@@ -147,6 +156,7 @@ pub struct Config {
     pub body_limit: usize,
     pub timeouts: Timeouts,
     pub max_connections: usize,
+    pub max_idle_connections: usize,
     pub store: store::Settings,
     /// How often expired memories are deleted (`store::sweep`).
     pub expiry_sweep: Duration,
@@ -245,6 +255,7 @@ impl Variables {
                 request: milliseconds(self.mcp_request_timeout_ms),
             },
             max_connections: self.mcp_max_connections,
+            max_idle_connections: self.mcp_max_idle_connections,
             store,
             expiry_sweep,
             embedder,

@@ -78,6 +78,7 @@ async fn serve(variables: Variables) -> ExitCode {
         header_timeout: app.timeouts.header,
         write_timeout: app.timeouts.write,
         max_connections: app.max_connections,
+        max_idle_connections: app.max_idle_connections,
     };
     let server = http::serve(
         listener,

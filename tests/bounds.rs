@@ -1,7 +1,7 @@
 //! What the server holds stays bounded whatever its clients and dependencies do, through
 //! the binary (docs/operations.md, "Timeouts" and "Memory use"): a client that never reads
-//! its answers is cut off and its answers freed, connections past `MCP_MAX_CONNECTIONS` are
-//! answered 503 while probes still answer, one answer carries at most
+//! its answers is cut off and its answers freed, requests past `MCP_MAX_CONNECTIONS` are
+//! answered 503 while probes still answer, silent connections never lock a caller out, one answer carries at most
 //! `MAX_ANSWER_BYTES` of memories and a list goes on at its cursor, a burst of calls opens
 //! at most `EMBEDDING_MAX_REQUESTS` requests to the embedding service, and `/metrics`
 //! keeps to the Origin rule `/mcp` has. Every other caller is served meanwhile.
@@ -179,59 +179,42 @@ async fn ping(server: &Running) -> reqwest::Response {
         .unwrap()
 }
 
-/// A connection that asked for `/health` and is kept open for another request, or None when
-/// the server answered it as past the cap.
-async fn hold_a_place(server: &Running) -> Option<tokio::net::TcpStream> {
+/// A request to `/mcp` whose body is still arriving: it holds a place among
+/// `MCP_MAX_CONNECTIONS` for as long as the body is awaited.
+async fn hold_a_place(server: &Running) -> tokio::net::TcpStream {
     let address = server.url.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     stream
-        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              X-Memory-Tenant: acme\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+        )
         .await
         .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut byte))
-            .await
-            .expect("an answer to /health")
-            .unwrap();
-        assert_eq!(
-            n,
-            1,
-            "closed before its answer: {}",
-            String::from_utf8_lossy(&head)
-        );
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_lowercase();
-    assert!(head.starts_with("http/1.1 200"), "{head}");
-    (!head.contains("connection: close")).then_some(stream)
+    stream
 }
 
 #[tokio::test]
 async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
     let served = serve(&[
         ("MCP_MAX_CONNECTIONS", "3"),
-        ("MCP_HEADER_TIMEOUT_MS", "600000"),
+        ("MCP_BODY_TIMEOUT_MS", "600000"),
     ])
     .await;
     let server = &served.server;
-    // Three connections of ours take every place: each asks for /health and stays open. One
-    // that came while an earlier connection (the start's health checks) still held a place
-    // is answered as past the cap (`connection: close`), and another is opened instead.
-    let mut idle = Vec::new();
-    for _ in 0..1200 {
-        if idle.len() == 3 {
-            break;
-        }
-        if let Some(held) = hold_a_place(server).await {
-            idle.push(held);
-        }
+    // Three requests whose bodies never finish take every place.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(hold_a_place(server).await);
     }
-    assert_eq!(idle.len(), 3, "three places were never held");
+    until("three requests served at once", || async move {
+        server.metric("mcp_memory_connections_open").await == 3.0
+    })
+    .await;
     let refused = ping(server).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(refused.headers()["connection"], "close");
     let body: Value = refused.json().await.unwrap();
     assert!(
         body["error"]["message"]
@@ -248,9 +231,100 @@ async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
     assert_eq!(server.metric("mcp_memory_connections_open").await, 3.0);
     assert!(server.metric("mcp_memory_connections_refused_total").await >= 3.0);
     // One goes away: its place is served again.
-    drop(idle.pop());
+    drop(held.pop());
     until("a place freed", || async move {
         ping(server).await.status() == 200
+    })
+    .await;
+}
+
+/// Raises this process's open-file limit to its hard limit, for tests that hold many sockets.
+fn many_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on a struct of this frame.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+    assert!(
+        limit.rlim_cur >= 4096,
+        "open files: at most {}",
+        limit.rlim_cur
+    );
+}
+
+#[tokio::test]
+async fn idle_and_half_open_connections_never_lock_callers_out() {
+    many_files();
+    let served = serve(&[
+        ("MCP_MAX_IDLE_CONNECTIONS", "1000"),
+        ("MCP_HEADER_TIMEOUT_MS", "600000"),
+    ])
+    .await;
+    let server = &served.server;
+    let address = server.url.trim_start_matches("http://");
+    // 1,500 sockets that send nothing, or half a header, and hold on.
+    let mut silent = Vec::new();
+    for n in 0..1500 {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        if n % 2 == 1 {
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Ty")
+                .await
+                .unwrap();
+        }
+        silent.push(stream);
+    }
+    // Every one was taken in, and the oldest closed to keep within the bound.
+    until("the silent connections taken in", || async move {
+        server
+            .metric("mcp_memory_connections_waiting_closed_total")
+            .await
+            >= 500.0
+    })
+    .await;
+    assert!(server.metric("mcp_memory_connections_waiting").await <= 1000.0);
+    let health = reqwest::get(format!("{}/health", server.url))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    // 32 clients make 128 calls between them: every one is answered.
+    let callers = (0..32).map(|c| async move {
+        let client = reqwest::Client::new();
+        for n in 0..4 {
+            let reply: Value = client
+                .post(format!("{}/mcp", server.url))
+                .header("x-memory-tenant", "acme")
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "remember", "arguments":
+                                  {"content": format!("caller {c} call {n}: port 80{c:02}{n}")}}}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("caller {c}, call {n}: {e}"))
+                .json()
+                .await
+                .unwrap();
+            let text = reply["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(text.starts_with("[MEMORY] Stored as "), "{reply}");
+        }
+    });
+    futures_util::future::join_all(callers).await;
+    assert!(server.metric("mcp_memory_connections_waiting").await <= 1000.0);
+    assert!(server.metric("mcp_memory_connections_open").await <= 256.0);
+    // What was closed to make room was ours, the longest waiting.
+    let silent = &silent;
+    until("500 of the silent connections closed", || async move {
+        let closed = (silent.iter())
+            .filter(|s| matches!(s.try_read(&mut [0; 1]), Ok(0)))
+            .count();
+        closed >= 500
     })
     .await;
 }

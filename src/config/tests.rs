@@ -39,6 +39,7 @@ fn defaults() {
     assert_eq!(c.body_limit, 1024 * 1024);
     assert!(c.gate.is_open() && c.allowed_origins.is_empty());
     assert_eq!(c.max_connections, 256);
+    assert_eq!(c.max_idle_connections, 4096);
     assert_eq!(c.timeouts.write, std::time::Duration::from_secs(30));
     let embed::Settings::OpenAi {
         base_url,
@@ -343,6 +344,8 @@ fn embedding_refusals_name_the_variables() {
             with(&[("MCP_MAX_CONNECTIONS", given)]).err().unwrap(),
             refusal
         );
+        let idle = with(&[("MCP_MAX_IDLE_CONNECTIONS", given)]).err().unwrap();
+        assert_eq!(idle, refusal.replace("MCP_MAX_", "MCP_MAX_IDLE_"));
     }
     let write = with(&[("MCP_WRITE_TIMEOUT_MS", "-1")]).err().unwrap();
     assert_eq!(

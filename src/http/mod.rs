@@ -5,6 +5,7 @@
 
 mod auth;
 mod deadline;
+mod idle;
 mod serve;
 
 pub use serve::{Limits, serve};
@@ -33,8 +34,8 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// What a connection past `MCP_MAX_CONNECTIONS` gets, for one request: probes and scrapes
-/// are answered as usual, anything else 503.
+/// What a request past `MCP_MAX_CONNECTIONS` gets: probes and scrapes are answered as
+/// usual, anything else 503 (and its connection is closed).
 pub fn at_capacity(app: Arc<App>) -> Router {
     Router::new()
         .route("/health", any(health))
@@ -43,7 +44,8 @@ pub fn at_capacity(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-async fn full() -> Response {
+/// The answer past the cap.
+pub(super) async fn full() -> Response {
     let mut response = rpc_error(
         StatusCode::SERVICE_UNAVAILABLE,
         -32000,

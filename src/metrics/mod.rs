@@ -93,10 +93,14 @@ pub struct Metrics {
     access_failures: AtomicU64,
     /// Memories the expiry sweep deleted (`store::sweep`).
     expired: AtomicU64,
-    /// Connections being served (`http::serve`).
+    /// Connections with a request being read, run or answered (`http::serve`).
     connections: AtomicI64,
-    /// Connections that came past `MCP_MAX_CONNECTIONS`.
+    /// Requests that came past `MCP_MAX_CONNECTIONS`.
     refused: AtomicU64,
+    /// Connections waiting for a request (`http::idle`).
+    waiting: AtomicI64,
+    /// Waiting connections closed to make room for newer ones.
+    waiting_closed: AtomicU64,
 }
 
 impl Metrics {
@@ -110,6 +114,8 @@ impl Metrics {
             expired: AtomicU64::new(0),
             connections: AtomicI64::new(0),
             refused: AtomicU64::new(0),
+            waiting: AtomicI64::new(0),
+            waiting_closed: AtomicU64::new(0),
         }
     }
 
@@ -160,15 +166,25 @@ impl Metrics {
         InFlight(self)
     }
 
-    /// Counts a connection as served until the guard is dropped.
+    /// Counts a connection as served (a request of its being read, run or answered) until
+    /// the guard is dropped.
     pub fn connection(self: &Arc<Self>) -> Connection {
         self.connections.fetch_add(1, Ordering::Relaxed);
         Connection(Arc::clone(self))
     }
 
-    /// A connection that came past `MCP_MAX_CONNECTIONS`.
+    /// A request that came past `MCP_MAX_CONNECTIONS`.
     pub fn connection_refused(&self) {
         self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many connections wait for a request now, and how many of them were just closed to
+    /// make room.
+    pub fn connections_waiting(&self, now: usize, closed: bool) {
+        self.waiting.store(now as i64, Ordering::Relaxed);
+        if closed {
+            self.waiting_closed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The Prometheus text exposition format, version 0.0.4; `indexes` is what the store's
@@ -242,18 +258,33 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP mcp_memory_connections_open HTTP connections being served (at most \
-             MCP_MAX_CONNECTIONS).\n# TYPE mcp_memory_connections_open gauge\n\
-             mcp_memory_connections_open {}",
+            "# HELP mcp_memory_connections_open HTTP connections with a request being read, \
+             run or answered (at most MCP_MAX_CONNECTIONS).\n\
+             # TYPE mcp_memory_connections_open gauge\nmcp_memory_connections_open {}",
             self.connections.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,
-            "# HELP mcp_memory_connections_refused_total HTTP connections that came past \
-             MCP_MAX_CONNECTIONS (answered 503, or only a probe or scrape, or closed).\n\
+            "# HELP mcp_memory_connections_refused_total HTTP requests that came past \
+             MCP_MAX_CONNECTIONS (answered 503, or only a probe or scrape).\n\
              # TYPE mcp_memory_connections_refused_total counter\n\
              mcp_memory_connections_refused_total {}",
             self.refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_memory_connections_waiting HTTP connections waiting for a request, new \
+             or kept alive (at most MCP_MAX_IDLE_CONNECTIONS).\n\
+             # TYPE mcp_memory_connections_waiting gauge\nmcp_memory_connections_waiting {}",
+            self.waiting.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mcp_memory_connections_waiting_closed_total Waiting connections closed to \
+             make room for newer ones past MCP_MAX_IDLE_CONNECTIONS.\n\
+             # TYPE mcp_memory_connections_waiting_closed_total counter\n\
+             mcp_memory_connections_waiting_closed_total {}",
+            self.waiting_closed.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,
