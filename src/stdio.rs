@@ -6,8 +6,9 @@
 
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::app::App;
 use crate::context::RequestContext;
@@ -30,17 +31,25 @@ enum Line {
 /// Serves stdin until it ends or `stop` resolves, then lets the calls under way finish and
 /// their answers be written, all within `drain`: past it, the calls still running are
 /// abandoned, and so are answers a client that stopped reading never took, so the process
-/// always ends (docs/behavior.md#stdio).
+/// always ends (docs/behavior.md#stdio). A client that closed stdin and has left an answer
+/// untaken for `MCP_WRITE_TIMEOUT_MS` is gone: reading stops there too, though the end of
+/// stdin may still be behind lines it sent.
 pub async fn serve(
     app: Arc<App>,
     caller: RequestContext,
     stop: impl std::future::Future<Output = ()>,
-    drain: std::time::Duration,
+    drain: Duration,
 ) {
     let (lines, mut incoming) = mpsc::channel(IN_FLIGHT);
     read_lines(std::io::stdin(), app.body_limit, lines);
     let (answers, outgoing) = mpsc::channel::<Vec<u8>>(IN_FLIGHT);
-    let written = write_lines(std::io::stdout(), outgoing);
+    let stalled = Stalled::default();
+    let written = write_lines(std::io::stdout(), outgoing, stalled.clone());
+    let gone = client_gone(hung_up(), stalled, app.timeouts.write);
+    tokio::pin!(gone);
+    // Tells the calls waiting to answer that nobody will take their answers.
+    let (left, leaving) = watch::channel(false);
+    let mut client_left = false;
     let identity = Ok(caller);
     let negotiated: Arc<Mutex<Option<String>>> = Arc::default();
     let turns = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
@@ -50,6 +59,10 @@ pub async fn serve(
         let line = tokio::select! {
             line = incoming.recv() => line,
             () = &mut stop => None,
+            () = &mut gone => {
+                client_left = true;
+                None
+            }
         };
         let Some(line) = line else { break };
         let message = match line {
@@ -64,9 +77,13 @@ pub async fn serve(
                 );
                 // A client that stopped reading cannot hold the signal up.
                 tokio::select! {
-                    _ = answers.send(refusal.to_string().into_bytes()) => {}
-                    () = &mut stop => break,
+                        _ = answers.send(refusal.to_string().into_bytes()) => {}
+                        () = &mut stop => break,
+                        () = &mut gone => {
+                    client_left = true;
+                    break;
                 }
+                    }
                 continue;
             }
         };
@@ -74,13 +91,18 @@ pub async fn serve(
         let turn = tokio::select! {
             turn = Arc::clone(&turns).acquire_owned() => turn,
             () = &mut stop => break,
+            () = &mut gone => {
+                client_left = true;
+                break;
+            }
         };
         let Ok(turn) = turn else { break };
-        let (app, identity, negotiated, answers) = (
+        let (app, identity, negotiated, answers, mut leaving) = (
             Arc::clone(&app),
             identity.clone(),
             Arc::clone(&negotiated),
             answers.clone(),
+            leaving.clone(),
         );
         running.spawn(async move {
             let _turn = turn;
@@ -93,10 +115,16 @@ pub async fn serve(
                 *lock(&negotiated) = Some(version.to_owned());
             }
             if let Some(body) = reply.body {
-                let _ = answers.send(body.to_string().into_bytes()).await;
+                tokio::select! {
+                    _ = answers.send(body.to_string().into_bytes()) => {}
+                    _ = leaving.wait_for(|gone| *gone) => {}
+                }
             }
         });
         while running.try_join_next().is_some() {}
+    }
+    if client_left {
+        let _ = left.send(true);
     }
     // Stdin ended or a signal came: the calls under way finish and are answered.
     let deadline = tokio::time::Instant::now() + drain;
@@ -195,27 +223,122 @@ fn blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
+/// Since when the answer being written has made no progress (None while nothing waits to
+/// be written): what tells a client that stopped reading from a slow one.
+#[derive(Clone, Default)]
+struct Stalled(Arc<Mutex<Option<Instant>>>);
+
+impl Stalled {
+    fn set(&self, since: Option<Instant>) {
+        *lock(&self.0) = since;
+    }
+
+    fn since(&self) -> Option<Instant> {
+        *lock(&self.0)
+    }
+}
+
 /// Writes each answer as one line of `output`, flushed, until every sender is gone, on a
 /// thread of its own: a write to a client that stopped reading never returns, and on the
 /// runtime's blocking pool it would hold up the runtime's shutdown, and so the exit. The
 /// receiver resolves when the writing ends; a closed output (the client went away) ends it
-/// too, and the calls still finish.
+/// too, and the calls still finish. `stalled` follows each write's progress.
 fn write_lines(
     output: impl std::io::Write + Send + 'static,
     mut outgoing: mpsc::Receiver<Vec<u8>>,
-) -> tokio::sync::oneshot::Receiver<()> {
-    let (done, ended) = tokio::sync::oneshot::channel();
+    stalled: Stalled,
+) -> oneshot::Receiver<()> {
+    let (done, ended) = oneshot::channel();
     std::thread::spawn(move || {
         let mut output = output;
         while let Some(mut line) = outgoing.blocking_recv() {
             line.push(b'\n');
-            if output.write_all(&line).is_err() || output.flush().is_err() {
+            if write_line(&mut output, &line, &stalled).is_err() {
                 break;
             }
         }
         let _ = done.send(());
     });
     ended
+}
+
+/// `write_all` and a flush, noting each piece the client took.
+fn write_line(
+    output: &mut impl std::io::Write,
+    line: &[u8],
+    stalled: &Stalled,
+) -> std::io::Result<()> {
+    let mut rest = line;
+    stalled.set(Some(Instant::now()));
+    while !rest.is_empty() {
+        match output.write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                rest = &rest[n..];
+                stalled.set(Some(Instant::now()));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let flushed = output.flush();
+    stalled.set(None);
+    flushed
+}
+
+/// Resolves when the client has closed stdin (its end of the pipe) and an answer has waited
+/// `limit` for it without progress: it stopped reading and will send nothing more. Never
+/// resolves while it takes its answers, however long stdin stays behind them.
+async fn client_gone(hung_up: oneshot::Receiver<()>, stalled: Stalled, limit: Duration) {
+    if hung_up.await.is_err() {
+        return std::future::pending().await;
+    }
+    loop {
+        let wait = match stalled.since() {
+            Some(since) if since.elapsed() >= limit => return,
+            Some(since) => limit - since.elapsed(),
+            None => limit,
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Resolves when the other end of stdin is closed, even while lines it sent are still
+/// unread (a pipe reports the hang-up at once; the end of its data only once read up to).
+/// A file or a terminal never resolves it: for them the end of the data is the end.
+fn hung_up() -> oneshot::Receiver<()> {
+    let (hung_up, hang_up) = oneshot::channel();
+    #[cfg(unix)]
+    std::thread::spawn(move || {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let events = libc::POLLRDHUP;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let events = 0;
+        let mut stdin = libc::pollfd {
+            fd: 0,
+            events,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one pollfd of this frame; fd 0 is only polled, never closed here.
+            let ready = unsafe { libc::poll(&mut stdin, 1, -1) };
+            if ready < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            if ready < 0 || stdin.revents & libc::POLLNVAL != 0 {
+                return; // not a descriptor poll can watch: leave it to the end of the data
+            }
+            if stdin.revents & (libc::POLLHUP | libc::POLLERR | events) != 0 {
+                let _ = hung_up.send(());
+                return;
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    std::mem::forget(hung_up);
+    hang_up
 }
 
 #[cfg(test)]

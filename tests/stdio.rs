@@ -1,6 +1,7 @@
 //! `mcp-memory stdio` through the binary: both eras on stdin and stdout, nothing but
 //! protocol messages on stdout, bad lines answered without stopping, the identity from the
-//! configuration, a clean end on EOF and SIGTERM, and several processes on one SQLite file.
+//! configuration, a clean end on EOF and SIGTERM (and when a client that stopped reading closes
+//! stdin), and several processes on one SQLite file.
 
 mod support;
 
@@ -415,4 +416,50 @@ async fn it_ends_in_time_when_its_client_stops_reading() {
         let memory: Value = serde_json::from_str(line).unwrap();
         assert_eq!(memory["access_count"], 1, "after {ending}: {line}");
     }
+}
+
+/// A client that sends more calls than are handled at once (16) and queued (16), stops reading
+/// and closes stdin: the end of stdin is behind lines never read, yet the process ends once an
+/// answer has waited `MCP_WRITE_TIMEOUT_MS` for it, not only on a signal; exit 0.
+#[tokio::test]
+async fn it_ends_when_its_client_closes_stdin_with_every_call_waiting_to_answer() {
+    let stub = EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(&stub, &dir.path().join("memory.db"), "acme");
+    env.insert("MCP_WRITE_TIMEOUT_MS".into(), "1000".into());
+    let mut client = Client::start(&env);
+    client.initialize("2025-11-25").await;
+    for n in 0..3 {
+        let words: Vec<String> = (0..3_000).map(|w| format!("w{n}x{w}")).collect();
+        let stored = client
+            .call(10 + n, "remember", json!({"content": words.join(" ")}))
+            .await;
+        assert!(text(&stored).starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    // 64 pages of about 180 KB each, none read.
+    for id in 100..164 {
+        let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "list_memories", "arguments": {"limit": 50}}});
+        client.send_line(&list.to_string()).await;
+    }
+    let stdout = client.stdout.get_ref().get_ref();
+    for _ in 0..1200 {
+        let (unread, size) = pipe_fill(stdout);
+        if unread >= size {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (unread, size) = pipe_fill(stdout);
+    assert!(unread >= size, "stdout never filled: {unread} of {size} bytes");
+    drop(client.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(60), client.child.wait())
+        .await
+        .expect("still running 60 s after its stdin closed")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut stderr = String::new();
+    let mut pipe = client.child.stderr.take().unwrap();
+    pipe.read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains("stdio_answers_not_taken"), "{stderr}");
 }
