@@ -325,3 +325,61 @@ async fn a_memory_cannot_close_the_quote_it_is_carried_in() {
         assert!(refused["error"]["message"].as_str().unwrap().len() < 300);
     }
 }
+
+/// Under 2026-07-28 what `recall` finds comes with a `resource_link` to each memory, after the
+/// text, in the answer's order, and each link reads back as that memory for its caller; the
+/// legacy era's answer stays one text block.
+#[tokio::test]
+async fn recall_links_each_memory_it_finds_under_2026_07_28() {
+    let s = TestServer::start().await;
+    let mut ids = Vec::new();
+    for content in [
+        "deploys go out blue green on fridays",
+        "deploys to staging need a green build",
+    ] {
+        ids.push(stored_id(
+            &s.ok(&ACME, "remember", json!({"content": content})).await,
+        ));
+    }
+    let ask = json!({"name": "recall", "arguments": {"query": "how do deploys go out", "mode": "exploratory"}});
+    let headers = modern_headers("tools/call", Some("recall"), &ACME);
+    let (status, reply) = s.post(&modern("tools/call", ask.clone()), &headers).await;
+    assert_eq!(status, 200, "{reply}");
+    let result = &reply["result"];
+    let content = result["content"].as_array().unwrap();
+    assert_eq!(content[0]["type"], "text", "{reply}");
+    let found: Vec<&str> = (result["structuredContent"]["results"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|m| m["id"].as_str().unwrap())
+    .collect();
+    assert_eq!(found.len(), 2, "{reply}");
+    let links: Vec<&Value> = content[1..].iter().collect();
+    assert_eq!(links.len(), found.len(), "{reply}");
+    for (link, id) in links.iter().zip(&found) {
+        assert_eq!(link["type"], "resource_link");
+        assert_eq!(link["uri"], format!("memory://{id}"));
+        assert_eq!(link["name"], *id);
+        assert_eq!(link["mimeType"], "text/plain");
+        let uri = link["uri"].as_str().unwrap();
+        let headers = modern_headers("resources/read", Some(uri), &ACME);
+        let (_, read) = s
+            .post(&modern("resources/read", json!({"uri": uri})), &headers)
+            .await;
+        let text = read["result"]["contents"][0]["text"].as_str().unwrap();
+        assert!(text.contains("deploys"), "{read}");
+        // Another tenant following the link finds nothing.
+        let headers = modern_headers("resources/read", Some(uri), &OTHER);
+        let (_, refused) = s
+            .post(&modern("resources/read", json!({"uri": uri})), &headers)
+            .await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
+    assert!(ids.iter().all(|id| found.contains(&id.as_str())));
+
+    let (_, old) = s.post(&legacy("tools/call", ask), &ACME).await;
+    let content = old["result"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 1, "{old}");
+    assert_eq!(content[0]["type"], "text");
+}

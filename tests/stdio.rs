@@ -451,7 +451,10 @@ async fn it_ends_when_its_client_closes_stdin_with_every_call_waiting_to_answer(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let (unread, size) = pipe_fill(stdout);
-    assert!(unread >= size, "stdout never filled: {unread} of {size} bytes");
+    assert!(
+        unread >= size,
+        "stdout never filled: {unread} of {size} bytes"
+    );
     drop(client.stdin.take());
     let status = tokio::time::timeout(Duration::from_secs(60), client.child.wait())
         .await

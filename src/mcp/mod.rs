@@ -253,7 +253,7 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
         "ping" => request.result(json!({})),
         "tools/list" => request.result(json!({"tools": service.tool_list(structured)})),
         "tools/call" => match call_tool(service, identity, request, false).await {
-            Ok(Called::Done(result)) => request.result(tool_result(&result, structured)),
+            Ok(Called::Done(result)) => request.result(tool_result(&result, structured, false)),
             Ok(Called::Ask(_)) => unreachable!("the legacy era is never asked"),
             Err(reply) => reply,
         },
@@ -378,7 +378,7 @@ async fn modern(
                 .and_then(|c| c.get("elicitation"))
                 .is_some_and(Value::is_object);
             match call_tool(service, identity, request, elicits).await {
-                Ok(Called::Done(result)) => tool_result(&result, true),
+                Ok(Called::Done(result)) => tool_result(&result, true, true),
                 // The call is not complete until the user answers (docs/behavior.md#asking-before-a-conflicting-memory-stays).
                 Ok(Called::Ask(question)) => {
                     return request.result(json!({
@@ -606,10 +606,21 @@ async fn surface_result(
     })
 }
 
-/// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results).
-fn tool_result(result: &ToolResult, structured: bool) -> Value {
+/// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results);
+/// with `links`, a `resource_link` after the text for each memory it names, which a client
+/// may read with `resources/read` (2026-07-28 only: the legacy era's clients keep the one
+/// text block they were built against).
+fn tool_result(result: &ToolResult, structured: bool, links: bool) -> Value {
+    let mut content = vec![json!({"type": "text", "text": result.text})];
+    if links {
+        content.extend(result.links.iter().map(|link| {
+            let mut link = link.clone();
+            link["type"] = json!("resource_link");
+            link
+        }));
+    }
     let mut reply = json!({
-        "content": [{"type": "text", "text": result.text}],
+        "content": content,
         "isError": result.is_error,
     });
     if let Some(data) = result.structured.as_ref().filter(|_| structured) {

@@ -178,6 +178,7 @@ fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
 pub struct Answer {
     text: String,
     data: Value,
+    links: Vec<Value>,
 }
 
 impl Answer {
@@ -185,7 +186,14 @@ impl Answer {
         Answer {
             text: text.into(),
             data,
+            links: Vec::new(),
         }
+    }
+
+    /// The resources the answer names (`resources::resource`), for clients that follow links.
+    fn linking(mut self, links: Vec<Value>) -> Answer {
+        self.links = links;
+        self
     }
 }
 
@@ -196,6 +204,8 @@ pub struct ToolResult {
     pub text: String,
     pub is_error: bool,
     pub structured: Option<Value>,
+    /// The memories it names, as resources (`resource_link` content under 2026-07-28).
+    pub links: Vec<Value>,
 }
 
 impl ToolResult {
@@ -204,6 +214,7 @@ impl ToolResult {
             text: answer.text,
             is_error: false,
             structured: Some(answer.data),
+            links: answer.links,
         }
     }
 
@@ -212,6 +223,7 @@ impl ToolResult {
             text,
             is_error: true,
             structured: None,
+            links: Vec::new(),
         }
     }
 }

@@ -230,7 +230,10 @@ async fn recall(
             memory
         })
         .collect();
-    Ok(Answer::new(out, data(confidence, results, omitted)))
+    let links = (ranking.results.iter())
+        .map(|r| super::resources::resource(&r.memory))
+        .collect();
+    Ok(Answer::new(out, data(confidence, results, omitted)).linking(links))
 }
 
 fn no_match_guidance(mode: RecallMode) -> String {

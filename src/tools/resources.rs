@@ -12,6 +12,17 @@ use crate::store::After;
 /// The statistics of `memory_stats`, as a resource.
 pub const STATS: &str = "memory://stats";
 const SCHEME: &str = "memory://";
+
+/// A memory as a resource: in `resources/list`, and as a `resource_link` in what `recall`
+/// finds (docs/behavior.md#resources).
+pub fn resource(memory: &crate::memory::Memory) -> Value {
+    json!({
+        "uri": format!("{SCHEME}{}", memory.id),
+        "name": memory.id,
+        "title": render::quote(&memory.content, 79),
+        "mimeType": "text/plain",
+    })
+}
 /// Memories a page of `resources/list` holds at most (within the answer bound).
 const PAGE: usize = 50;
 
@@ -89,14 +100,7 @@ impl ToolService {
                 "mimeType": "text/plain",
             }));
         }
-        resources.extend(found.iter().map(|m| {
-            json!({
-                "uri": format!("{SCHEME}{}", m.id),
-                "name": m.id,
-                "title": render::quote(&m.content, 79),
-                "mimeType": "text/plain",
-            })
-        }));
+        resources.extend(found.iter().map(resource));
         Ok((resources, next))
     }
 
