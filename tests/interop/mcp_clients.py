@@ -97,13 +97,21 @@ async def connect(target: str, mode: str, headers: dict[str, str], elicitation_c
 
 
 async def call(c: Checks, client, tool: str, args: dict, *, error: bool = False) -> str:
-    """Call a tool, check the result shape (docs/behavior.md#tool-call-results: one text block) and
-    whether it is an error as expected; return the text."""
+    """Call a tool, check the result shape (docs/behavior.md#tool-call-results: one text block,
+    then under 2026-07-28 a resource_link to each memory recall found) and whether it is an error
+    as expected; return the text."""
     res = await client.call_tool(tool, args)
     c.last = res
     text = text_of(res)
-    c.ok(f"{tool} {args} -> is_error={error}, one text block",
-         res.is_error is error and len(res.content) == 1 and text != "",
+    first, links = res.content[:1], res.content[1:]
+    linking = tool == "recall" and not res.is_error and client.protocol_version == "2026-07-28"
+    data = getattr(res, "structured_content", None) or getattr(res, "structuredContent", None) or {}
+    found = [m["id"] for m in data.get("results", [])] if linking else []
+    c.ok(f"{tool} {args} -> is_error={error}, one text block"
+         + (", a resource_link to each memory found" if linking else ""),
+         res.is_error is error and len(first) == 1 and getattr(first[0], "type", None) == "text"
+         and text != "" and [str(getattr(l, "uri", "")) for l in links] == [f"memory://{i}" for i in found]
+         and all(getattr(l, "type", None) == "resource_link" for l in links),
          {"is_error": res.is_error, "content": res.content})
     return text
 
