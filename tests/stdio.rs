@@ -344,6 +344,33 @@ fn pipe_fill(pipe: &ChildStdout) -> (usize, usize) {
     (unread as usize, size as usize)
 }
 
+/// Stores three long memories (each page of them is about 180 KB of answer), then asks for a
+/// page of them under each of `ids` and reads nothing more, until stdout's pipe is full.
+async fn ask_pages_unread(client: &mut Client, ids: std::ops::Range<u64>) {
+    for n in 0..3 {
+        let words: Vec<String> = (0..3_000).map(|w| format!("w{n}x{w}")).collect();
+        let stored = client
+            .call(10 + n, "remember", json!({"content": words.join(" ")}))
+            .await;
+        assert!(text(&stored).starts_with("[MEMORY] Stored as "), "{stored}");
+    }
+    for id in ids {
+        let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "list_memories", "arguments": {"limit": 50}}});
+        client.send_line(&list.to_string()).await;
+    }
+    let stdout = client.stdout.get_ref().get_ref();
+    for _ in 0..1200 {
+        let (unread, size) = pipe_fill(stdout);
+        if unread >= size {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (unread, size) = pipe_fill(stdout);
+    panic!("stdout never filled: {unread} of {size} bytes");
+}
+
 /// A client that stops reading while answers are due: the process still ends, on SIGTERM
 /// or at the end of its input, within the drain deadline (10 s) and a second, exit code 0,
 /// and the final flush runs: the use a recall counted before is kept.
@@ -360,33 +387,8 @@ async fn it_ends_in_time_when_its_client_stops_reading() {
         let question = json!({"query": "which port does the api gateway use"});
         let recalled = client.call(2, "recall", question).await;
         assert!(text(&recalled).contains(fact), "{recalled}");
-        // Three long memories: each page of them is about 180 KB of answer.
-        for n in 0..3 {
-            let words: Vec<String> = (0..3_000).map(|w| format!("w{n}x{w}")).collect();
-            let stored = client
-                .call(10 + n, "remember", json!({"content": words.join(" ")}))
-                .await;
-            assert!(text(&stored).starts_with("[MEMORY] Stored as "), "{stored}");
-        }
         // Then it asks for four pages and reads nothing more.
-        for id in 20..24 {
-            let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": {"name": "list_memories", "arguments": {"limit": 50}}});
-            client.send_line(&list.to_string()).await;
-        }
-        let stdout = client.stdout.get_ref().get_ref();
-        for _ in 0..1200 {
-            let (unread, size) = pipe_fill(stdout);
-            if unread >= size {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let (unread, size) = pipe_fill(stdout);
-        assert!(
-            unread >= size,
-            "stdout never filled: {unread} of {size} bytes"
-        );
+        ask_pages_unread(&mut client, 20..24).await;
         match ending {
             "SIGTERM" => support::process::sigterm(client.child.id().unwrap()),
             _ => drop(client.stdin.take()),
@@ -429,32 +431,8 @@ async fn it_ends_when_its_client_closes_stdin_with_every_call_waiting_to_answer(
     env.insert("MCP_WRITE_TIMEOUT_MS".into(), "1000".into());
     let mut client = Client::start(&env);
     client.initialize("2025-11-25").await;
-    for n in 0..3 {
-        let words: Vec<String> = (0..3_000).map(|w| format!("w{n}x{w}")).collect();
-        let stored = client
-            .call(10 + n, "remember", json!({"content": words.join(" ")}))
-            .await;
-        assert!(text(&stored).starts_with("[MEMORY] Stored as "), "{stored}");
-    }
-    // 64 pages of about 180 KB each, none read.
-    for id in 100..164 {
-        let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "list_memories", "arguments": {"limit": 50}}});
-        client.send_line(&list.to_string()).await;
-    }
-    let stdout = client.stdout.get_ref().get_ref();
-    for _ in 0..1200 {
-        let (unread, size) = pipe_fill(stdout);
-        if unread >= size {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (unread, size) = pipe_fill(stdout);
-    assert!(
-        unread >= size,
-        "stdout never filled: {unread} of {size} bytes"
-    );
+    // 64 pages, none read: more than are handled at once and queued.
+    ask_pages_unread(&mut client, 100..164).await;
     drop(client.stdin.take());
     let status = tokio::time::timeout(Duration::from_secs(60), client.child.wait())
         .await
