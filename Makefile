@@ -25,7 +25,7 @@ WHEELS := .models/wheels
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model models test unit interop package check images fmt bench bench-peers release
+.PHONY: run model models test unit interop package browser check images fmt bench bench-peers release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -51,7 +51,7 @@ models:
 	$(BIN) model fetch embeddinggemma-300m --accept-license gemma --dir $(GEMMA_DIR) --wheels $(WHEELS)
 	bash scripts/reference_e5.sh $(E5_DIR) $(E5_REFERENCE)
 
-test: unit interop package
+test: unit interop package browser
 
 # Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
 # for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
@@ -72,6 +72,12 @@ unit: models
 # keeps and recalls a memory on e5.
 package: models
 	bash tests/package/wheel.sh $(E5_DIR)
+
+# The memory browser in Debian's Chromium, against the release binary (tests/browser/run.sh);
+# its screenshots are kept in $(TARGET_DIR)/release/browser.
+browser: models
+	cargo build --release --locked
+	bash tests/browser/run.sh $(TARGET_DIR)/release/mcp-memory $(E5_DIR)
 
 # The binary `unit` built for its tests: `cargo build` would resolve features without the
 # dev-dependencies and compile the whole dependency graph a second time (a no-op after `unit`).

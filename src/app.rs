@@ -45,6 +45,9 @@ pub struct App {
     /// Who may call over HTTP, and for which tenants.
     pub gate: Arc<Gate>,
     pub allowed_origins: Vec<String>,
+    /// Whether the server listens on loopback only: the memory browser is open without a
+    /// credential only then (`http::ui`).
+    pub loopback_only: bool,
     pub body_limit: usize,
     pub timeouts: Timeouts,
     /// HTTP connections served at once, and waiting for a request (`http::serve`).
@@ -107,6 +110,7 @@ impl App {
             metrics,
             gate: Arc::new(config.gate),
             allowed_origins: config.allowed_origins,
+            loopback_only: config.host.is_loopback(),
             body_limit: config.body_limit,
             timeouts: config.timeouts,
             max_connections: config.max_connections,

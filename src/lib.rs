@@ -24,6 +24,7 @@ pub mod shutdown;
 pub mod stdio;
 pub mod store;
 pub mod tools;
+pub mod ui;
 pub mod variables;
 
 /// The server's name, as `serverInfo` and `--version` give it.

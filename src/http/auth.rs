@@ -21,23 +21,24 @@ pub async fn admit(app: &App, headers: &HeaderMap) -> Result<Credential, Respons
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
-    app.gate
-        .admit(authorization)
-        .await
-        .map_err(|refusal| match refusal {
-            Refusal::Missing => challenge(app, "missing bearer token", None),
-            Refusal::Invalid(why) => challenge(app, &why, Some("invalid_token")),
-            Refusal::Unavailable(why) => {
-                let mut response = rpc_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    -32000,
-                    &format!("Service Unavailable: {why}"),
-                );
-                (response.headers_mut())
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
-                response
-            }
-        })
+    (app.gate.admit(authorization).await).map_err(|refusal| refused(app, refusal))
+}
+
+/// The answer to a request the gate did not admit.
+pub fn refused(app: &App, refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Missing => challenge(app, "missing bearer token", None),
+        Refusal::Invalid(why) => challenge(app, &why, Some("invalid_token")),
+        Refusal::Unavailable(why) => {
+            let mut response = rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!("Service Unavailable: {why}"),
+            );
+            (response.headers_mut()).insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+            response
+        }
+    }
 }
 
 /// A 401 with the challenge that tells a client where to get a token: RFC 9728's

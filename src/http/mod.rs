@@ -7,6 +7,7 @@ mod auth;
 mod deadline;
 mod idle;
 mod serve;
+mod ui;
 
 pub use serve::{Limits, serve};
 
@@ -30,6 +31,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/mcp", any(serve_mcp))
         .route(auth::METADATA_PATH, any(auth::metadata))
         .route(auth::METADATA_UNDER, any(auth::metadata))
+        .merge(ui::routes())
         .fallback(not_found)
         .with_state(app)
 }
@@ -111,10 +113,20 @@ async fn serve_mcp(
     if let Some(refused) = foreign_origin(&app, &headers) {
         return refused;
     }
-    let credential = match auth::admit(&app, &headers).await {
-        Ok(credential) => credential,
-        Err(refused) => return refused,
-    };
+    match auth::admit(&app, &headers).await {
+        Ok(credential) => mcp_request(&app, method, &headers, body, credential).await,
+        Err(refused) => refused,
+    }
+}
+
+/// An MCP request from an admitted caller, at `/mcp` or from the memory browser's page.
+async fn mcp_request(
+    app: &App,
+    method: Method,
+    headers: &HeaderMap,
+    body: Body,
+    credential: crate::auth::Credential,
+) -> Response {
     let _in_flight = app.metrics.in_flight();
     if method != Method::POST {
         // Stateless: there is no session to open with GET or close with DELETE.
@@ -166,14 +178,14 @@ async fn serve_mcp(
             ),
         );
     };
-    let identity = context::resolve(&headers, &credential);
-    let reply = mcp::handle(&app.tools, mcp::Arrival::Http(&headers), &identity, &body).await;
+    let identity = context::resolve(headers, &credential);
+    let reply = mcp::handle(&app.tools, mcp::Arrival::Http(headers), &identity, &body).await;
     let mut response = match &reply.body {
         Some(body) => json_response(reply.status, body),
         None => reply.status.into_response(),
     };
     if let Some(writes) = reply.insufficient_scope {
-        auth::insufficient_scope(&app, writes, &mut response);
+        auth::insufficient_scope(app, writes, &mut response);
     }
     response
 }

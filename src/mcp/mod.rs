@@ -29,6 +29,8 @@ const STRUCTURED: &[&str] = &["2025-11-25", "2025-06-18", MODERN];
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+/// MCP Apps (docs/behavior.md#the-memory-browser).
+const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// What `initialize` and `server/discover` tell a model: fixed text, nothing a tenant wrote.
 const INSTRUCTIONS: &str = "Project memory that outlives a run. Call recall at the start of a \
@@ -251,7 +253,10 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
             }))
         }
         "ping" => request.result(json!({})),
-        "tools/list" => request.result(json!({"tools": service.tool_list(structured)})),
+        // A stateless server has forgotten `initialize` by now, so it cannot tell whether the
+        // client shows MCP Apps: the app's resource is named for every client (a client
+        // ignores the `_meta` it does not know, and the tool's answer is the same).
+        "tools/list" => request.result(json!({"tools": service.tool_list(structured, true)})),
         "tools/call" => match call_tool(service, identity, request, false).await {
             Ok(Called::Done(result)) => request.result(tool_result(&result, structured, false)),
             Ok(Called::Ask(_)) => unreachable!("the legacy era is never asked"),
@@ -369,9 +374,11 @@ async fn modern(
             "ttlMs": 0,
             "cacheScope": "public",
         }),
-        // The catalogue is the same for every caller, so a shared cache may keep it.
+        // The catalogue is the same for every caller that declares the same capabilities,
+        // so a shared cache may keep it.
         "tools/list" => {
-            json!({"tools": service.tool_list(true), "ttlMs": 0, "cacheScope": "public"})
+            let apps = shows_apps(meta.get(CAPABILITIES_KEY));
+            json!({"tools": service.tool_list(true, apps), "ttlMs": 0, "cacheScope": "public"})
         }
         "tools/call" => {
             let elicits = (meta.get(CAPABILITIES_KEY))
@@ -406,6 +413,13 @@ async fn modern(
     result["resultType"] = json!("complete");
     result["_meta"] = json!({ SERVER_INFO_KEY: server_info() });
     request.result(result)
+}
+
+/// Whether the client declares the MCP Apps extension with the media type of our app.
+fn shows_apps(capabilities: Option<&Value>) -> bool {
+    let declared =
+        capabilities.and_then(|c| c["extensions"][APPS_EXTENSION]["mimeTypes"].as_array());
+    declared.is_some_and(|types| types.iter().any(|t| t == crate::ui::APP_MIME_TYPE))
 }
 
 /// What a tool call comes to: a result, or (2026-07-28 `remember`, a client that can be asked)

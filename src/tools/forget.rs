@@ -23,6 +23,7 @@ const DEFINITION: Definition = Definition {
     }],
     effect: Effect::Deletes,
     open_world: false,
+    app: None,
     output,
 };
 

@@ -41,6 +41,7 @@ const DEFINITION: Definition = Definition {
     ],
     effect: Effect::Reads,
     open_world: false,
+    app: Some(crate::ui::APP_URI),
     output,
 };
 

@@ -17,6 +17,7 @@ const EXACT_DEFINITION: Definition = Definition {
     params: &[],
     effect: Effect::Reads,
     open_world: false,
+    app: None,
     output,
 };
 
@@ -38,6 +39,7 @@ const BOUNDED_DEFINITION: Definition = Definition {
     params: &[],
     effect: Effect::Reads,
     open_world: false,
+    app: None,
     output,
 };
 

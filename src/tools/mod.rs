@@ -82,8 +82,9 @@ pub struct ToolService {
     pub metrics: Arc<Metrics>,
     /// In the order `tools/list` shows them; a tool not offered is not callable either.
     tools: Vec<&'static dyn Tool>,
-    /// `tools/list` without output schemas (before 2025-06-18) and with them.
-    lists: [Value; 2],
+    /// `tools/list` without output schemas (before 2025-06-18) and with them, each without
+    /// and with the resources of MCP Apps (`[structured][apps]`).
+    lists: [[Value; 2]; 2],
 }
 
 impl ToolService {
@@ -98,11 +99,13 @@ impl ToolService {
     ) -> Self {
         let tools = catalogue(store.exact_counts(), docs.is_some());
         let lists = [false, true].map(|structured| {
-            Value::Array(
-                (tools.iter())
-                    .map(|t| t.definition().to_json(structured))
-                    .collect(),
-            )
+            [false, true].map(|apps| {
+                Value::Array(
+                    (tools.iter())
+                        .map(|t| t.definition().to_json(structured, apps))
+                        .collect(),
+                )
+            })
         });
         ToolService {
             store,
@@ -120,9 +123,10 @@ impl ToolService {
     }
 
     /// The `tools` array of `tools/list`, with each tool's `outputSchema` when the
-    /// protocol version has structured results; it never changes while the process runs.
-    pub fn tool_list(&self, structured: bool) -> &Value {
-        &self.lists[usize::from(structured)]
+    /// protocol version has structured results, and the resource of its MCP App when the
+    /// client shows them (`apps`); it never changes while the process runs.
+    pub fn tool_list(&self, structured: bool, apps: bool) -> &Value {
+        &self.lists[usize::from(structured)][usize::from(apps)]
     }
 
     /// Counts one use of each of `used` for `ctx`. The answer is already found: a failure
@@ -436,7 +440,7 @@ mod tests {
     #[test]
     fn every_tool_is_annotated_for_what_it_does() {
         let list: Vec<Value> = (catalogue(true, true).iter())
-            .map(|t| t.definition().to_json(true))
+            .map(|t| t.definition().to_json(true, false))
             .collect();
         let tool = |name: &str| list.iter().find(|t| t["name"] == name).unwrap().clone();
         for read in ["recall", "list_memories", "memory_stats", "search_docs"] {
@@ -464,7 +468,7 @@ mod tests {
     #[test]
     fn the_listing_has_no_tenant_property_and_says_what_is_required() {
         let list: Vec<Value> = (catalogue(true, true).iter())
-            .map(|t| t.definition().to_json(true))
+            .map(|t| t.definition().to_json(true, false))
             .collect();
         assert!(
             !Value::Array(list.clone())

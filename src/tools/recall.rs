@@ -44,6 +44,7 @@ const DEFINITION: Definition = Definition {
     ],
     effect: Effect::Reads,
     open_world: false,
+    app: None,
     output,
 };
 

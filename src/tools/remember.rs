@@ -88,6 +88,7 @@ const DEFINITION: Definition = Definition {
     ],
     effect: Effect::Adds,
     open_world: false,
+    app: None,
     output,
 };
 

@@ -1,7 +1,8 @@
 //! Memories as MCP resources (docs/behavior.md#resources), protocol-neutral: what a client that
 //! shows resources (a picker, an @-mention) lists and reads. The caller's identity and
 //! visibility are exactly the tools': another tenant's or conversation's memory is not found,
-//! as a missing one is. Reading a memory is not a use of it (as listing is not).
+//! as a missing one is. Reading a memory is not a use of it (as listing is not). The memory
+//! browser's MCP App is read here too, and not listed: a picker has no use for it.
 
 use serde_json::{Value, json};
 
@@ -111,6 +112,9 @@ impl ToolService {
         caller: &Identity,
         uri: &str,
     ) -> Result<Vec<Value>, ResourceError> {
+        if uri == crate::ui::APP_URI {
+            return Ok(vec![app()]);
+        }
         let ctx = identity(caller)?;
         let not_found = || ResourceError::NotFound(uri.to_owned());
         if uri == STATS {
@@ -144,6 +148,18 @@ impl ToolService {
         render::memory(&mut text, 1, &memory, None);
         Ok(contents(uri, text, &render::data(&memory)))
     }
+}
+
+/// The memory browser as an MCP App: one document, the same for every caller (it holds no
+/// memory; it asks for them through the host). It needs no domain beyond the host's
+/// default policy, so it declares none.
+fn app() -> Value {
+    json!({
+        "uri": crate::ui::APP_URI,
+        "mimeType": crate::ui::APP_MIME_TYPE,
+        "text": crate::ui::app_document(),
+        "_meta": {"ui": {"prefersBorder": true}},
+    })
 }
 
 /// One resource's contents: its text, and its data as JSON.

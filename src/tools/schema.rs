@@ -32,6 +32,9 @@ pub struct Definition {
     pub effect: Effect,
     /// Whether it reaches past this server's memories (the documentation library).
     pub open_world: bool,
+    /// The MCP Apps resource (`ui://…`) a host shows this tool's result in, for clients that
+    /// declare the extension (docs/behavior.md#the-memory-browser).
+    pub app: Option<&'static str>,
     /// The JSON Schema of the tool's `structuredContent`.
     pub output: fn() -> Value,
 }
@@ -68,8 +71,8 @@ impl Definition {
 
 impl Definition {
     /// The tool as `tools/list` shows it; `structured` adds its `outputSchema` (protocol
-    /// versions from 2025-06-18).
-    pub fn to_json(&self, structured: bool) -> Value {
+    /// versions from 2025-06-18), `apps` the resource of its app (for hosts of MCP Apps).
+    pub fn to_json(&self, structured: bool, apps: bool) -> Value {
         let mut properties = Map::new();
         for p in self.params {
             let mut schema = match p.kind {
@@ -100,6 +103,10 @@ impl Definition {
         });
         if structured {
             tool["outputSchema"] = (self.output)();
+        }
+        if let Some(uri) = self.app.filter(|_| apps) {
+            // Both spellings: the flat key is what hosts older than the stable extension read.
+            tool["_meta"] = json!({"ui": {"resourceUri": uri}, "ui/resourceUri": uri});
         }
         tool
     }
@@ -263,6 +270,7 @@ mod tests {
         title: "Find",
         effect: Effect::Reads,
         open_world: false,
+        app: None,
         output: || json!({}),
     };
 

@@ -41,6 +41,7 @@ const DEFINITION: Definition = Definition {
     ],
     effect: Effect::Reads,
     open_world: true,
+    app: None,
     output,
 };
 
