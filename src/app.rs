@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::store::sweep::Sweeper;
 use crate::store::{self, MemoryStore, StoreError, TimedStore};
 use crate::tools::{Judgement, ToolService};
+use crate::traces::Traces;
 
 /// The Cargo features of this build, as `build_info` reports them.
 const FEATURES: &[&str] = &[
@@ -36,6 +37,8 @@ pub enum BootError {
     Embedder(String),
     #[error("storage error: {0}")]
     Store(StoreError),
+    #[error("traces: {0}")]
+    Traces(String),
 }
 
 /// Everything a request needs, shared by all requests.
@@ -55,6 +58,8 @@ pub struct App {
     pub max_idle_connections: usize,
     /// Deletes expired memories; stopped at shutdown.
     pub sweeper: Sweeper,
+    /// Sends tool calls' spans, when traces are on; flushed at shutdown.
+    pub traces: Traces,
 }
 
 /// The embedder and the store the configuration names, as the server and the commands
@@ -79,6 +84,7 @@ impl App {
     /// Opens the store (creating its schema) and builds the embedder, before any port is
     /// bound, so a deployment that cannot work never starts answering.
     pub async fn build(config: Config) -> Result<App, BootError> {
+        let traces = Traces::start(&config.traces).map_err(BootError::Traces)?;
         let (embedder, store) = open_store(&config).await?;
         let metrics = Arc::new(Metrics::new(config.metrics_tenant_label, FEATURES));
         let store: Arc<dyn store::MemoryStore> = Arc::new(TimedStore {
@@ -116,6 +122,7 @@ impl App {
             max_connections: config.max_connections,
             max_idle_connections: config.max_idle_connections,
             sweeper,
+            traces,
         })
     }
 

@@ -142,6 +142,8 @@ pub struct Variables {
     pub embedder: embed::Variables,
     #[command(flatten, next_help_heading = "Documentation library")]
     pub library: library::Variables,
+    #[command(flatten, next_help_heading = "Traces")]
+    pub traces: crate::traces::Variables,
 }
 
 /// What the variables chose. No `Debug`: it holds the API keys.
@@ -168,6 +170,8 @@ pub struct Config {
     pub keyword_weight: f64,
     /// Whether tool-call metrics carry the tenant (one series per tenant: opt-in).
     pub metrics_tenant_label: bool,
+    /// Where traces go, if anywhere (`traces`).
+    pub traces: crate::traces::Variables,
     /// Settings that were ignored, one line each, for the operator.
     pub warnings: Vec<String>,
 }
@@ -264,6 +268,7 @@ impl Variables {
             duplicates: calibration.duplicates,
             keyword_weight: self.recall_keyword_weight,
             metrics_tenant_label: self.metrics_tenant_label,
+            traces: self.traces,
             warnings,
         })
     }

@@ -24,6 +24,7 @@ pub mod shutdown;
 pub mod stdio;
 pub mod store;
 pub mod tools;
+pub mod traces;
 pub mod ui;
 pub mod variables;
 

@@ -137,5 +137,6 @@ async fn finish(app: &App) -> ExitCode {
         );
     }
     app.tools.store.close().await;
+    app.traces.shutdown().await;
     ExitCode::SUCCESS
 }

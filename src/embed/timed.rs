@@ -1,5 +1,6 @@
 //! The embedder, timed: it wraps the configured embedder, passes every call through
-//! unchanged, and reports how long each took (successful or not) to the metrics.
+//! unchanged, and reports how long each took (successful or not) to the metrics, and to a
+//! tool call's trace as a span.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +17,7 @@ pub struct TimedEmbedder {
 
 impl TimedEmbedder {
     async fn timed<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        let _span = crate::traces::child("embed");
         let started = Instant::now();
         let result = call.await;
         self.metrics.embedding(started.elapsed());

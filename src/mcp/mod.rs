@@ -457,7 +457,14 @@ async fn call_tool(
         let answer = service.conflict_answer(identity, state, params.get("inputResponses"));
         return Ok(Called::Done(answer.await));
     }
-    let result = tools::call(service, name, params.get("arguments"), identity).await;
+    // The client's trace, if it sends one (docs/operations.md#traces).
+    let traceparent = (params.get("_meta"))
+        .and_then(|meta| meta.get("traceparent"))
+        .and_then(Value::as_str);
+    let call = tools::call(service, name, params.get("arguments"), identity);
+    // Named as the metrics name it: a name outside the catalogue is `unknown`.
+    let known = service.writes(name).map_or("unknown", |_| name);
+    let result = crate::traces::tool_call(known, traceparent, call, |r| r.is_error).await;
     let question = match (name, identity) {
         ("remember", Ok(ctx)) if elicits => service.conflict_question(ctx, &result),
         _ => None,

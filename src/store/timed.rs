@@ -1,5 +1,6 @@
 //! The store, timed: it wraps the configured store, passes every call through unchanged,
-//! and reports how long each took (successful or not) to the metrics.
+//! and reports how long each took (successful or not) to the metrics, and to a tool call's
+//! trace as a span.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +23,12 @@ pub struct TimedStore {
 
 impl TimedStore {
     async fn time<T>(&self, operation: &'static str, call: impl Future<Output = T>) -> T {
+        // A search is a span of its own in a tool call's trace (docs/operations.md#traces).
+        let name: std::borrow::Cow<'static, str> = match operation {
+            "candidates" => "search".into(),
+            _ => format!("store.{operation}").into(),
+        };
+        let _span = crate::traces::child(name);
         let started = Instant::now();
         let result = call.await;
         self.metrics.store_call(operation, started.elapsed());
