@@ -69,9 +69,12 @@ unit: models
 	  MCP_MEMORY_TEST_STORE=s3 cargo test --all-features --test tools'
 
 # The PyPI route (pyproject.toml): the wheel maturin builds, installed into a clean virtualenv,
-# keeps and recalls a memory on e5.
+# keeps and recalls a memory on e5. Then the desktop bundle (.mcpb) of the release binary, run
+# as a desktop client runs it, and server.json validated against the MCP Registry's schema.
 package: models
 	bash tests/package/wheel.sh $(E5_DIR)
+	cargo build --release --locked
+	bash tests/package/bundle.sh $(TARGET_DIR)/release/mcp-memory $(E5_DIR)
 
 # The memory browser in Debian's Chromium, against the release binary (tests/browser/run.sh);
 # its screenshots are kept in $(TARGET_DIR)/release/browser.
