@@ -73,17 +73,8 @@ async fn call(url: &str, tool: &str, arguments: Value, traceparent: Option<&str>
     if let Some(traceparent) = traceparent {
         params["_meta"] = json!({"traceparent": traceparent});
     }
-    let reply: Value = reqwest::Client::new()
-        .post(format!("{url}/mcp"))
-        .header("content-type", "application/json")
-        .header("x-memory-tenant", "traced")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let reply = process::rpc(url, &[("x-memory-tenant", "traced")], &message).await;
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     reply
 }

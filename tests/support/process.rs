@@ -37,6 +37,17 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// One JSON-RPC message POSTed to `{url}/mcp` with `headers`, and the JSON answer.
+pub async fn rpc(url: &str, headers: &[(&str, &str)], message: &Value) -> Value {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .json(message);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 pub fn command(env: &HashMap<String, String>) -> Command {
     let mut cmd = Command::new(BINARY);
     cmd.env_clear()
@@ -152,15 +163,8 @@ impl Running {
 
     /// The names `tools/list` offers, in order.
     pub async fn tool_names(&self) -> Vec<String> {
-        let reply: Value = reqwest::Client::new()
-            .post(format!("{}/mcp", self.url))
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let reply = rpc(&self.url, &[], &list).await;
         reply["result"]["tools"]
             .as_array()
             .unwrap_or_else(|| panic!("not a tool list: {reply}"))
