@@ -912,3 +912,80 @@ async fn an_issuer_that_never_answers_costs_waiting_requests_one_fetch_not_one_e
     );
     held.abort();
 }
+
+/// A request to the memory browser with `token` as its HTTP Basic password (any user name).
+async fn page(server: &Running, path: &str, token: Option<&str>, body: Option<Value>) -> Answer {
+    let url = format!("{}{path}", server.url);
+    let client = reqwest::Client::new();
+    let mut request = match &body {
+        Some(body) => client.post(url).json(body),
+        None => client.get(url),
+    };
+    if let Some(token) = token {
+        request = request.basic_auth("anyone", Some(token));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = (response.headers().get("www-authenticate"))
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = response.json().await.unwrap_or(Value::Null);
+    Answer {
+        status,
+        challenge,
+        body,
+    }
+}
+
+#[tokio::test]
+async fn the_memory_browser_takes_an_access_token_as_its_password_and_its_scopes_decide() {
+    let (_keys_dir, _keys, provider, served) = issuer_and_server().await;
+    let server = &served.server;
+    let writer = provider
+        .token("alpha-writer", "memory:read memory:write")
+        .await;
+    let reader = provider.token("alpha-reader", "memory:read").await;
+    let (stored, _) = ask(
+        server,
+        Some(&writer),
+        &[],
+        "remember",
+        json!({"content": "alpha's page shows this memory"}),
+    )
+    .await;
+    let id = stored["[MEMORY] Stored as ".len()..][..26].to_owned();
+
+    // No token, or one that proves nothing: the browser's login challenge, never data.
+    for token in [None, Some("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")] {
+        let refused = page(server, "/ui/access", token, None).await;
+        assert_eq!(refused.status, 401, "{token:?}");
+        assert!(refused.challenge.starts_with("Basic realm=\"mcp-memory\""));
+    }
+    let access = page(server, "/ui/access", Some(&reader), None).await;
+    assert_eq!(access.body, json!({"read": true, "write": false}));
+    let access = page(server, "/ui/access", Some(&writer), None).await;
+    assert_eq!(access.body, json!({"read": true, "write": true}));
+
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "list_memories", "arguments": {}}});
+    let listed = page(server, "/ui/mcp", Some(&reader), Some(list)).await;
+    assert!(
+        listed
+            .body
+            .to_string()
+            .contains("alpha's page shows this memory"),
+        "{}",
+        listed.body
+    );
+    let forget = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                        "params": {"name": "forget", "arguments": {"id": id}}});
+    let refused = page(server, "/ui/mcp", Some(&reader), Some(forget.clone())).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let forgot = page(server, "/ui/mcp", Some(&writer), Some(forget)).await;
+    let text = forgot.body["result"]["content"][0]["text"].as_str();
+    assert!(
+        text.is_some_and(|t| t.starts_with("[MEMORY] Deleted")),
+        "{}",
+        forgot.body
+    );
+}
