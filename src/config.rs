@@ -10,11 +10,9 @@
 //! ahead of the command line, which therefore wins; tests pass their own variables the same
 //! way (`Config::from_vars`).
 
-use std::ffi::OsString;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use sha2::Digest;
 
@@ -22,6 +20,7 @@ use crate::embed::Calibration;
 use crate::library::{self, KnowledgeBase};
 use crate::ranking::Thresholds;
 use crate::variables::{flag, positive, positive_at_most, text};
+pub use crate::variables::{read, refusal};
 use crate::{auth, embed, store};
 
 /// Every variable the server reads.
@@ -280,49 +279,6 @@ const MAX_CONNECTIONS: usize = 1_000_000;
 
 fn milliseconds(ms: usize) -> Duration {
     Duration::from_millis(ms as u64)
-}
-
-/// Parses `args` (without the program name) after the variables `var` gives, each as its
-/// flag: trimmed, and left out when blank.
-pub fn read<P: Parser>(
-    args: Vec<OsString>,
-    var: impl Fn(&str) -> Option<String>,
-) -> Result<P, clap::Error> {
-    let mut command = P::command();
-    let mut given: Vec<OsString> = Vec::new();
-    if !command.is_no_binary_name_set() {
-        given.push(command.get_name().into());
-    }
-    for arg in command.get_arguments() {
-        let (Some(name), Some(long)) = (arg.get_env(), arg.get_long()) else {
-            continue;
-        };
-        let value = name.to_str().and_then(&var);
-        if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-            given.push(format!("--{long}={value}").into());
-        }
-    }
-    given.extend(args);
-    // The environment reaches clap only through `var`, above; a flag given twice (by the
-    // environment, then the command line) keeps the last.
-    command = command
-        .mut_args(|arg| arg.env(None))
-        .args_override_self(true);
-    let matches = command.try_get_matches_from_mut(given)?;
-    P::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
-}
-
-/// A clap refusal as the one line an operator reads: a value's own refusal says which
-/// variable and what rule; anything else is clap's first line.
-pub fn refusal(e: &clap::Error) -> String {
-    if e.kind() == ErrorKind::ValueValidation
-        && let Some(cause) = std::error::Error::source(e)
-    {
-        return cause.to_string();
-    }
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.strip_prefix("error: ").unwrap_or(first).to_owned()
 }
 
 /// The help, listing every variable with its default and, for an operator at the console,

@@ -6,6 +6,7 @@
 
 use axum::http::HeaderMap;
 
+pub use crate::auth::Access;
 use crate::auth::{Credential, Tenants};
 use crate::memory::{Conversation, Tenant, Visibility, trim};
 
@@ -26,28 +27,6 @@ pub struct RequestContext {
     /// writes; None without one (the shared key, an open server, stdio).
     pub author: Option<String>,
     pub access: Access,
-}
-
-/// What a credential lets a caller do with the memories of its tenants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Access {
-    pub read: bool,
-    pub write: bool,
-}
-
-impl Access {
-    pub const FULL: Access = Access {
-        read: true,
-        write: true,
-    };
-
-    /// Whether a tool that `writes` (or only reads) may run.
-    pub fn allows(self, writes: bool) -> bool {
-        match writes {
-            true => self.write,
-            false => self.read,
-        }
-    }
 }
 
 impl RequestContext {

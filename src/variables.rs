@@ -1,6 +1,12 @@
 //! How a setting's value is read: the parsers every owner of settings (`config`, `store`,
 //! `embed`, `library`) declares its variables with, so one refusal reads alike whoever owns the
-//! variable: one line naming it, the rule, and what was given.
+//! variable: one line naming it, the rule, and what was given; and how a set of variables is
+//! read into an owner's clap struct (`read`), with its refusal as one line (`refusal`).
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use clap::error::ErrorKind;
 
 /// A positive integer, for `name`.
 pub fn positive(name: &'static str) -> impl Fn(&str) -> Result<usize, String> + Clone {
@@ -51,6 +57,49 @@ pub fn data_dir() -> Option<std::path::PathBuf> {
 /// the build.
 pub fn unavailable(what: &str, feature: &str) -> String {
     format!("{what}, which this build does not include (build with --features {feature})")
+}
+
+/// Parses `args` (without the program name) after the variables `var` gives, each as its
+/// flag: trimmed, and left out when blank.
+pub fn read<P: Parser>(
+    args: Vec<OsString>,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<P, clap::Error> {
+    let mut command = P::command();
+    let mut given: Vec<OsString> = Vec::new();
+    if !command.is_no_binary_name_set() {
+        given.push(command.get_name().into());
+    }
+    for arg in command.get_arguments() {
+        let (Some(name), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
+        let value = name.to_str().and_then(&var);
+        if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            given.push(format!("--{long}={value}").into());
+        }
+    }
+    given.extend(args);
+    // The environment reaches clap only through `var`, above; a flag given twice (by the
+    // environment, then the command line) keeps the last.
+    command = command
+        .mut_args(|arg| arg.env(None))
+        .args_override_self(true);
+    let matches = command.try_get_matches_from_mut(given)?;
+    P::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
+}
+
+/// A clap refusal as the one line an operator reads: a value's own refusal says which
+/// variable and what rule; anything else is clap's first line.
+pub fn refusal(e: &clap::Error) -> String {
+    if e.kind() == ErrorKind::ValueValidation
+        && let Some(cause) = std::error::Error::source(e)
+    {
+        return cause.to_string();
+    }
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
 }
 
 #[cfg(test)]

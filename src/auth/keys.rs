@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::Access;
 use super::{Credential, Tenants};
-use crate::context::Access;
 use crate::memory::{Tenant, hex};
 
 const FORMAT: &str = "mcp-memory-keys/1";

@@ -19,7 +19,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::context::Access;
 use crate::log;
 use crate::variables::text;
 
@@ -70,6 +69,28 @@ pub struct Variables {
     /// the issuer's RFC 8414 or OpenID metadata]
     #[arg(long, env = "OAUTH_JWKS_URI", value_parser = text)]
     pub oauth_jwks_uri: Option<String>,
+}
+
+/// What a credential lets a caller do with the memories of its tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Access {
+    pub const FULL: Access = Access {
+        read: true,
+        write: true,
+    };
+
+    /// Whether a tool that `writes` (or only reads) may run.
+    pub fn allows(self, writes: bool) -> bool {
+        match writes {
+            true => self.write,
+            false => self.read,
+        }
+    }
 }
 
 /// What a request's credential proves.

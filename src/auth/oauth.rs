@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use sha2::{Digest, Sha256};
 
+use super::Access;
 use super::jwks::KeyCache;
 use super::verified::Verified;
 use super::{Credential, Refusal, Tenants, Variables};
-use crate::context::Access;
 
 /// How far a token's `exp` and `nbf` may be off this machine's clock.
 const LEEWAY_SECONDS: u64 = 60;
@@ -347,12 +347,12 @@ mod tests {
     }
 
     fn settings(vars: &[(&str, &str)]) -> Result<Option<Settings>, String> {
-        let only: Only = crate::config::read(Vec::new(), |name| {
+        let only: Only = crate::variables::read(Vec::new(), |name| {
             vars.iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
         })
-        .map_err(|e| crate::config::refusal(&e))?;
+        .map_err(|e| crate::variables::refusal(&e))?;
         Settings::resolve(&only.auth)
     }
 

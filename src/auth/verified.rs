@@ -70,8 +70,8 @@ impl Verified {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Access;
     use crate::auth::Tenants;
-    use crate::context::Access;
 
     fn someone() -> Credential {
         Credential {
