@@ -3,8 +3,8 @@
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/debug/mcp-memory
 
-# Where `make run` keeps its memories, and the model it embeds with (README, "The local models"); recall's
-# thresholds follow the model (README, "Recall threshold").
+# Where `make run` keeps its memories, and the model it embeds with (docs/guide.md#the-local-models); recall's
+# thresholds follow the model (docs/guide.md#recall-threshold).
 DATA_DIR ?= data
 PORT ?= 3000
 MODEL ?= multilingual-e5-small

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The desktop bundle and the MCP Registry's listing (README, "Listed in the MCP Registry").
+"""The desktop bundle and the MCP Registry's listing (docs/guide.md#listed-in-the-mcp-registry).
 
   scripts/packaging.py bundle BIN MODEL_DIR OUT.mcpb --platform darwin|linux
       An MCP Bundle (.mcpb: a zip with manifest.json at its root): the binary, the e5 model

@@ -218,7 +218,7 @@ impl Variables {
         if calibration.is_none() && self.recall_min_similarity.is_none() {
             warnings.push(format!(
                 "the local model has no measured thresholds: recall uses all-MiniLM-L6-v2's \
-                 (RECALL_MIN_SIMILARITY {}, HIGH at 3x); measure them for it (README, \"Recall \
+                 (RECALL_MIN_SIMILARITY {}, HIGH at 3x); measure them for it (docs/guide.md, \"Recall \
                  threshold\")",
                 Calibration::UNMEASURED.floor
             ));
@@ -304,9 +304,9 @@ fn host(raw: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("HOST must be an IP address to listen on, got \"{raw}\""))
 }
 
-/// Recall's thresholds: each model spreads its similarities differently (README, "Recall
-/// threshold"), so the defaults are the model's; HIGH is 3x the floor unless the model has
-/// a measured HIGH, which a higher configured floor can only raise.
+/// Recall's thresholds: each model spreads its similarities differently
+/// (docs/guide.md#recall-threshold), so the defaults are the model's; HIGH is 3x the floor
+/// unless the model has a measured HIGH, which a higher configured floor can only raise.
 fn thresholds(
     model: Calibration,
     floor: Option<f64>,

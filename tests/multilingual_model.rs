@@ -244,7 +244,7 @@ async fn korean_memories_are_recalled_by_meaning_by_words_and_from_english() {
     for (question, fact) in by_meaning {
         meaning.finds_first(question, fact).await;
     }
-    // e5 puts unrelated text close too (README, "Recall threshold"): a far subject.
+    // e5 puts unrelated text close too (docs/guide.md#recall-threshold): a far subject.
     let unrelated = meaning
         .call(
             "recall",

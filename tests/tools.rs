@@ -719,7 +719,7 @@ async fn an_embedding_of_the_wrong_width_is_refused_and_explained() {
     assert!(explained, "{text}");
 }
 
-/// S3 keeps no word index: recall there is by meaning alone (README, "Recall").
+/// S3 keeps no word index: recall there is by meaning alone (docs/guide.md#recall-by-meaning-and-by-words).
 fn words_are_indexed() -> bool {
     std::env::var("MCP_MEMORY_TEST_STORE").as_deref() != Ok("s3")
 }

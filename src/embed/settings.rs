@@ -11,10 +11,10 @@ use crate::variables::{positive, positive_at_most, text};
 #[cfg(feature = "local")]
 pub const DEFAULT_LOCAL_MODEL: &str = "multilingual-e5-small";
 
-/// What a model's similarities mean to recall, as measured for it (README, "Recall
-/// threshold"): the floor below which nothing matched, and, for a model whose similarities
-/// sit too close together for 3x the floor to mean anything, the top similarity that is a
-/// confident match.
+/// What a model's similarities mean to recall, as measured for it
+/// (docs/guide.md#recall-threshold): the floor below which nothing matched, and, for a model
+/// whose similarities sit too close together for 3x the floor to mean anything, the top
+/// similarity that is a confident match.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Calibration {
     pub floor: f64,

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The desktop bundle and the MCP Registry listing, end to end (README, "Listed in the MCP
-# Registry"): scripts/packaging.py builds the .mcpb from the release binary and e5, bundle.py
+# The desktop bundle and the MCP Registry listing, end to end (docs/guide.md#listed-in-the-mcp-registry): scripts/packaging.py builds the .mcpb from the release binary and e5, bundle.py
 # checks its manifest against the MCPB schema, installs and runs it as a desktop client would,
 # then renders server.json and validates it against the registry's published schema.
 #

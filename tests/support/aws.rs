@@ -1,5 +1,5 @@
 //! Buckets on the local AWS emulator (`scripts/with-aws.sh` points `AWS_ENDPOINT_URL` at it),
-//! made the way the README tells operators to make them. Every call makes new, uniquely
+//! made the way the guide (docs/guide.md) tells operators to make them. Every call makes new, uniquely
 //! named buckets, so tests share one emulator without resetting it.
 
 use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
@@ -31,7 +31,7 @@ pub async fn s3() -> aws_sdk_s3::Client {
     )
 }
 
-/// The vector bucket and index exactly as the README's CLI creates them, and a state bucket.
+/// The vector bucket and index exactly as the guide's CLI creates them, and a state bucket.
 pub async fn buckets(width: usize) -> (String, String) {
     endpoint();
     let (vector_bucket, state_bucket) = (unique("vectors"), unique("state"));

@@ -39,7 +39,7 @@ use versions::Database;
 /// Memories an import writes per statement.
 const IMPORT_ROWS: usize = 250;
 
-/// How the pool behaves; see the README's PostgreSQL section.
+/// How the pool behaves; see docs/guide.md#on-premises-postgresql--pgvector.
 pub struct PoolSettings {
     pub max_connections: u32,
     pub statement_timeout_ms: u64,

@@ -43,7 +43,7 @@ const LISTING_SCAN_CAP: usize = 10_000;
 /// How often `remember` tries to remove the memory it replaces before it says so.
 const REPLACE_TRIES: u64 = 3;
 /// The longest shutdown waits for `remember`s still writing (each AWS call has its own
-/// timeout, README "Timeouts"), before the final flush.
+/// timeout, docs/operations.md#timeouts), before the final flush.
 const WRITES_DRAIN: Duration = Duration::from_secs(45);
 /// A sweep pass (`expire`) reads at most this many index keys, going on from where the last
 /// pass stopped: about ten LIST calls.

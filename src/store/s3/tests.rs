@@ -48,7 +48,7 @@ async fn s3_client() -> aws_sdk_s3::Client {
     )
 }
 
-/// Creates a vector bucket with an index as the README says to, and a state bucket.
+/// Creates a vector bucket with an index as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says to, and a state bucket.
 async fn buckets() -> S3Settings {
     require_emulator();
     let settings = S3Settings {

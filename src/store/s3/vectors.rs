@@ -195,7 +195,7 @@ impl Vectors {
         }
     }
 
-    /// Creates the index as the README says to: float32, cosine, `NON_FILTERABLE` kept
+    /// Creates the index as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says to: float32, cosine, `NON_FILTERABLE` kept
     /// out of filters.
     pub async fn create(&self, dimension: usize) -> Result<(), StoreError> {
         use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
@@ -321,7 +321,7 @@ pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The keys the index is created with as non-filterable; the README's CLI matches.
+/// The keys the index is created with as non-filterable; the guide's CLI matches.
 pub const NON_FILTERABLE: [&str; 4] = ["content", "createdAt", "tags", "trustBase"];
 
 /// A record read back, tolerant of what older deploys wrote; `None` for one that is not a
