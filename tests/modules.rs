@@ -1,5 +1,5 @@
 //! The shape docs/architecture.md#layout promises: no cycle between the top-level modules of
-//! `src/`. A module's uses are every `crate::<module>` its code names (its tests included, its
+//! `src/`, and its table of what each module uses is what the code uses. A module's uses are every `crate::<module>` its code names (its tests included, its
 //! comments not); a cycle is reported with its path, so the next engineer sees which use
 //! closes it.
 
@@ -102,4 +102,50 @@ fn no_top_level_module_depends_on_itself_through_others() {
             panic!("a cycle between top-level modules: {}", cycle.join(" → "));
         }
     }
+}
+
+/// docs/architecture.md's table of uses: each module's row, its uses the names in backticks
+/// outside parentheses.
+fn documented() -> BTreeMap<String, BTreeSet<String>> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/architecture.md"))
+            .unwrap();
+    let start = text.find("| module | uses |").expect("the table of uses");
+    let aside = regex::Regex::new(r"\([^)]*\)").unwrap();
+    let named = regex::Regex::new(r"`([a-z_]+)`").unwrap();
+    let names = |cell: &str| -> BTreeSet<String> {
+        let cell = aside.replace_all(cell, "");
+        (named.captures_iter(&cell))
+            .map(|c| c[1].to_owned())
+            .collect()
+    };
+    (text[start..].lines().skip(2))
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').collect();
+            let module = names(cells[1]).into_iter().next().expect("a module");
+            (module, names(cells[2]))
+        })
+        .collect()
+}
+
+#[test]
+fn the_architecture_s_table_of_uses_is_what_the_code_uses() {
+    let (documented, used) = (documented(), uses());
+    let modules: BTreeSet<&String> = documented.keys().chain(used.keys()).collect();
+    let wrong: Vec<String> = (modules.into_iter())
+        .filter(|m| documented.get(*m) != used.get(*m))
+        .map(|m| {
+            format!(
+                "{m}: the table says {:?}, the code uses {:?}",
+                documented.get(m),
+                used.get(m)
+            )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md's table of uses:\n{}",
+        wrong.join("\n")
+    );
 }
