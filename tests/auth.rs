@@ -22,6 +22,23 @@ struct Answer {
     body: Value,
 }
 
+impl Answer {
+    /// What `request` was answered: its status, its challenge, its JSON body (or null).
+    async fn of(request: reqwest::RequestBuilder) -> Answer {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let challenge = (response.headers().get("www-authenticate"))
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let body = response.json().await.unwrap_or(Value::Null);
+        Answer {
+            status,
+            challenge,
+            body,
+        }
+    }
+}
+
 /// One JSON-RPC request to `/mcp` with `token` and `headers`.
 async fn post(
     server: &Running,
@@ -39,17 +56,7 @@ async fn post(
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let challenge = (response.headers().get("www-authenticate"))
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let body = response.json().await.unwrap_or(Value::Null);
-    Answer {
-        status,
-        challenge,
-        body,
-    }
+    Answer::of(request).await
 }
 
 async fn call(
@@ -924,17 +931,7 @@ async fn page(server: &Running, path: &str, token: Option<&str>, body: Option<Va
     if let Some(token) = token {
         request = request.basic_auth("anyone", Some(token));
     }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let challenge = (response.headers().get("www-authenticate"))
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let body = response.json().await.unwrap_or(Value::Null);
-    Answer {
-        status,
-        challenge,
-        body,
-    }
+    Answer::of(request).await
 }
 
 #[tokio::test]
