@@ -462,9 +462,8 @@ async fn call_tool(
         .and_then(|meta| meta.get("traceparent"))
         .and_then(Value::as_str);
     let call = tools::call(service, name, params.get("arguments"), identity);
-    // Named as the metrics name it: a name outside the catalogue is `unknown`.
-    let known = service.writes(name).map_or("unknown", |_| name);
-    let result = crate::traces::tool_call(known, traceparent, call, |r| r.is_error).await;
+    let label = service.label(name);
+    let result = crate::traces::tool_call(label, traceparent, call, |r| r.is_error).await;
     let question = match (name, identity) {
         ("remember", Ok(ctx)) if elicits => service.conflict_question(ctx, &result),
         _ => None,

@@ -146,6 +146,12 @@ impl ToolService {
         }
     }
 
+    /// The name a call of `name` is counted and traced under: only catalogue names, so a
+    /// caller cannot mint new series; anything else is `unknown`.
+    pub fn label<'a>(&self, name: &'a str) -> &'a str {
+        self.find(name).map_or("unknown", |_| name)
+    }
+
     /// Whether the tool `name` changes memories; None for a tool this process does not offer.
     pub fn writes(&self, name: &str) -> Option<bool> {
         self.find(name).map(|t| t.definition().writes())
@@ -318,11 +324,7 @@ pub async fn called(
 ) -> (ToolResult, Outcome) {
     let started = Instant::now();
     let (result, outcome) = answer(service, name, arguments, identity).await;
-    // Only catalogue names become labels: a caller cannot mint new series.
-    let tool = match service.find(name) {
-        Some(_) => name,
-        None => "unknown",
-    };
+    let tool = service.label(name);
     let tenant = identity.as_ref().ok().map(|ctx| ctx.tenant.as_str());
     service
         .metrics
