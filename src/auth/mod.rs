@@ -15,6 +15,7 @@ mod verified;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use base64::Engine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -202,12 +203,18 @@ impl Gate {
         self.oauth.as_ref()
     }
 
-    /// What `authorization` (the header's value) proves.
+    /// What `authorization` (the header's value, `Bearer <token>`) proves.
     pub async fn admit(&self, authorization: Option<&[u8]>) -> Result<Credential, Refusal> {
+        self.admit_token(authorization.and_then(bearer)).await
+    }
+
+    /// What the key or access token `token` proves, however it was sent (a bearer header,
+    /// or the memory browser's Basic password: `basic_password`).
+    pub async fn admit_token(&self, token: Option<&str>) -> Result<Credential, Refusal> {
         if self.is_open() {
             return Ok(Credential::anyone());
         }
-        let token = bearer(authorization.ok_or(Refusal::Missing)?).ok_or(Refusal::Missing)?;
+        let token = token.ok_or(Refusal::Missing)?;
         // Each check is in constant time in the token (`ct_eq`, the hash of `keys`); a token
         // of one kind is then tried as the next.
         if let Some(shared) = &self.shared
@@ -305,13 +312,33 @@ pub fn upkeep(gate: Arc<Gate>) -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
-/// The token of `Bearer <token>`: scheme case-insensitive, spaces before the token ignored,
-/// after it not (no credential ends in one).
-fn bearer(value: &[u8]) -> Option<&str> {
+/// What follows `scheme` in an Authorization value: the scheme case-insensitive, spaces
+/// after it ignored.
+fn after_scheme<'a>(value: &'a [u8], scheme: &[u8]) -> Option<&'a [u8]> {
     let space = value.iter().position(|b| *b == b' ')?;
-    let (scheme, rest) = value.split_at(space);
-    let token = std::str::from_utf8(rest.trim_ascii_start()).ok()?;
-    (scheme.eq_ignore_ascii_case(b"bearer") && !token.is_empty()).then_some(token)
+    let (sent, rest) = value.split_at(space);
+    sent.eq_ignore_ascii_case(scheme)
+        .then(|| rest.trim_ascii_start())
+}
+
+/// The token of `Bearer <token>`: spaces after it are not ignored (no credential ends in
+/// one).
+fn bearer(value: &[u8]) -> Option<&str> {
+    let token = std::str::from_utf8(after_scheme(value, b"bearer")?).ok()?;
+    (!token.is_empty()).then_some(token)
+}
+
+/// The password of `Basic base64(user:password)`, which the memory browser takes as the key
+/// or token (the user name is not used); spaces before it ignored, as before a bearer token.
+pub fn basic_password(value: &[u8]) -> Option<String> {
+    let encoded = after_scheme(value, b"basic")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim_ascii_end())
+        .ok()?;
+    let pair = String::from_utf8(decoded).ok()?;
+    let (_, password) = pair.split_once(':')?;
+    let password = password.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    (!password.is_empty()).then(|| password.to_owned())
 }
 
 #[cfg(test)]
@@ -362,6 +389,32 @@ mod tests {
         assert_eq!(name_of("oauth", "a\u{0}b\nc"), "oauth:a\u{fffd}b\u{fffd}c");
         let long = name_of("oauth", &"가".repeat(200));
         assert!(long.len() <= MAX_NAME_BYTES && long.len() > MAX_NAME_BYTES - 3);
+    }
+
+    #[test]
+    fn a_basic_credential_gives_its_password() {
+        let encode = |pair: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            )
+        };
+        assert_eq!(
+            basic_password(encode("me:s3cret:x").as_bytes()).as_deref(),
+            Some("s3cret:x")
+        );
+        assert_eq!(
+            basic_password(encode(":키").as_bytes()).as_deref(),
+            Some("키")
+        );
+        for refused in [
+            encode("me:"),
+            encode("no-colon"),
+            "Bearer abc".into(),
+            "Basic !!".into(),
+        ] {
+            assert_eq!(basic_password(refused.as_bytes()), None, "{refused}");
+        }
     }
 
     #[tokio::test]

@@ -13,12 +13,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{any, get};
-use base64::Engine;
 use serde_json::json;
 
 use super::{auth, json_response, mcp_request};
 use crate::app::App;
-use crate::auth::Credential;
+use crate::auth::{Credential, basic_password};
 use crate::ui;
 
 /// Only the server's own files run and are fetched, and only the server is called: no
@@ -110,9 +109,11 @@ async fn admit(app: &App, headers: &HeaderMap) -> Result<Credential, Response> {
     let sent = headers
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
-    let bearer = sent.and_then(basic_password).map(|p| format!("Bearer {p}"));
-    let authorization = bearer.as_deref().map(str::as_bytes).or(sent);
-    match app.gate.admit(authorization).await {
+    let admitted = match sent.and_then(basic_password) {
+        Some(password) => app.gate.admit_token(Some(&password)).await,
+        None => app.gate.admit(sent).await,
+    };
+    match admitted {
         Ok(credential) => Ok(credential),
         Err(refusal) => {
             let mut refused = guarded(auth::refused(app, refusal));
@@ -125,21 +126,6 @@ async fn admit(app: &App, headers: &HeaderMap) -> Result<Credential, Response> {
             Err(refused)
         }
     }
-}
-
-/// The password of `Basic base64(user:password)`; the user name is not used.
-fn basic_password(value: &[u8]) -> Option<String> {
-    let space = value.iter().position(|b| *b == b' ')?;
-    let (scheme, rest) = value.split_at(space);
-    if !scheme.eq_ignore_ascii_case(b"basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(rest.trim_ascii())
-        .ok()?;
-    let pair = String::from_utf8(decoded).ok()?;
-    let (_, password) = pair.split_once(':')?;
-    (!password.is_empty()).then(|| password.to_owned())
 }
 
 /// A call from the page carries its own origin: admitted when it is listed, or when it is
@@ -179,35 +165,4 @@ fn guarded(mut response: Response) -> Response {
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_basic_credential_gives_its_password() {
-        let encode = |pair: &str| {
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair)
-            )
-        };
-        assert_eq!(
-            basic_password(encode("me:s3cret:x").as_bytes()).as_deref(),
-            Some("s3cret:x")
-        );
-        assert_eq!(
-            basic_password(encode(":키").as_bytes()).as_deref(),
-            Some("키")
-        );
-        for refused in [
-            encode("me:"),
-            encode("no-colon"),
-            "Bearer abc".into(),
-            "Basic !!".into(),
-        ] {
-            assert_eq!(basic_password(refused.as_bytes()), None, "{refused}");
-        }
-    }
 }
