@@ -1,7 +1,9 @@
 //! An in-memory store for unit tests only (never selectable in production). It returns
 //! neighbours worst-first, to catch code that assumes the store sorts its answer.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+
+use futures_util::FutureExt;
 
 use async_trait::async_trait;
 
@@ -81,6 +83,56 @@ impl InMemoryStore {
     }
 }
 
+/// A write's steps under the lock.
+struct Locked<'a> {
+    rows: MutexGuard<'a, Vec<(Tenant, Memory, Vec<f32>)>>,
+    tenant: &'a Tenant,
+    visibility: &'a Visibility,
+}
+
+impl write::Steps for Locked<'_> {
+    type Found = String;
+
+    async fn visible(&mut self, id: &str) -> Result<Option<String>, StoreError> {
+        let (tenant, visibility) = (self.tenant, self.visibility);
+        let seen = |(t, m, _): &&(Tenant, Memory, Vec<f32>)| {
+            t == tenant && m.id == id && visibility.can_see(m)
+        };
+        Ok(self.rows.iter().find(seen).map(|_| id.to_owned()))
+    }
+
+    async fn neighbours(
+        &mut self,
+        seen: &Visibility,
+        vector: &[f32],
+    ) -> Result<Vec<Hit>, StoreError> {
+        let k = dedup::NEIGHBOURS;
+        Ok(InMemoryStore::nearest_locked(
+            &self.rows,
+            self.tenant,
+            seen,
+            vector,
+            k,
+        ))
+    }
+
+    async fn insert(&mut self, stored: &write::Stored, vector: &[f32]) -> Result<(), StoreError> {
+        let row = (self.tenant.clone(), stored.memory.clone(), vector.to_vec());
+        self.rows.push(row);
+        Ok(())
+    }
+
+    async fn delete(&mut self, id: String) -> Result<(), StoreError> {
+        let tenant = self.tenant;
+        self.rows.retain(|(t, m, _)| !(t == tenant && m.id == id));
+        Ok(())
+    }
+
+    async fn commit(self, _: write::Change<'_>, _: &[f32]) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl MemoryStore for InMemoryStore {
     async fn remember(
@@ -91,32 +143,15 @@ impl MemoryStore for InMemoryStore {
         embedding: &[f32],
         rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let mut rows = self.rows.lock().expect("lock");
-        let replaced = match &memory.replaces {
-            Some(id) => Some(
-                (rows.iter())
-                    .position(|(t, m, _)| t == tenant && m.id == *id && visibility.can_see(m))
-                    .ok_or_else(|| StoreError::not_visible("replaces", id))?,
-            ),
-            None => None,
+        let steps = Locked {
+            rows: self.rows.lock().expect("lock"),
+            tenant,
+            visibility,
         };
-        let dedup_scope = visibility.for_dedup(memory.scope);
-        let neighbours =
-            Self::nearest_locked(&rows, tenant, &dedup_scope, embedding, dedup::NEIGHBOURS);
-        let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(known) => {
-                if let Some(position) = replaced {
-                    rows.remove(position);
-                }
-                return Ok(known.remembered());
-            }
-            write::Decision::Store(stored) => stored,
-        };
-        if let Some(position) = replaced {
-            rows.remove(position);
-        }
-        rows.push((tenant.clone(), stored.memory.clone(), embedding.to_vec()));
-        Ok(stored.remembered())
+        let written = write::remember(steps, visibility, memory, embedding, rule);
+        written
+            .now_or_never()
+            .expect("the steps under the lock never wait")
     }
 
     async fn search(
@@ -339,6 +374,7 @@ mod tests {
     async fn the_shared_suite() {
         suite::run(|| async { InMemoryStore::default() }).await;
         suite::run_keywords(|| async { InMemoryStore::default() }).await;
+        suite::run_atomic(|| async { InMemoryStore::default() }).await;
     }
 
     /// The decorator passes every behaviour through unchanged, and times each call.

@@ -40,7 +40,7 @@ pub enum Remembered {
     /// in a value or a word (`dedup::Verdict::New`), most similar first.
     Stored(Memory, Vec<Memory>),
     /// Nothing was written; this existing memory already says it. What the write was to
-    /// replace (`removed`) was deleted all the same (`write::Known`).
+    /// replace (`removed`) was deleted all the same (`write::remember`).
     AlreadyKnown {
         existing: Memory,
         removed: Option<String>,

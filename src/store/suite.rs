@@ -44,6 +44,13 @@ pub async fn run<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     the_sweep_deletes_what_expired_and_nothing_else(&make().await).await;
 }
 
+/// Check and write as one step, for the stores that can make them so (S3 cannot: it has
+/// no transaction: docs/guide.md, "AWS: S3 Vectors, S3 and Bedrock on EKS").
+pub async fn run_atomic<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
+    concurrent_identical_remembers_store_one(&make().await).await;
+    concurrent_replacements_of_one_memory_leave_one(&make().await).await;
+}
+
 /// Keyword recall, for the stores that index words (S3 does not).
 pub async fn run_keywords<S: MemoryStore, F: Future<Output = S>>(make: impl Fn() -> F) {
     a_search_finds_by_meaning_and_by_words(&make().await).await;
@@ -171,6 +178,58 @@ pub async fn store_at(
         Remembered::Stored(m, _) => m,
         other => panic!("expected a write, got {other:?}"),
     }
+}
+
+pub async fn concurrent_identical_remembers_store_one(store: &dyn MemoryStore) {
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let vector = direction(0, 0.0);
+    let writes = (0..8).map(|i| {
+        let m = note(
+            "the release train leaves on thursdays",
+            T0 + i,
+            Scope::Project,
+            None,
+        );
+        store.remember(&acme, &everyone, m, &vector, RULE)
+    });
+    let outcomes = futures_util::future::join_all(writes).await;
+    let stored = (outcomes.into_iter())
+        .filter(|outcome| matches!(outcome, Ok(Remembered::Stored(_, _))))
+        .count();
+    assert_eq!(stored, 1);
+    let counts = store.count_by_type(&acme, &everyone).await.unwrap();
+    assert_eq!(counts.total, 1);
+}
+
+pub async fn concurrent_replacements_of_one_memory_leave_one(store: &dyn MemoryStore) {
+    let (acme, everyone) = (tenant("acme"), seen_from(None));
+    let old = note("deploys go out on mondays", T0, Scope::Project, None);
+    let old = store_one(store, "acme", old, &direction(0, 0.0)).await;
+    let vectors: Vec<Vec<f32>> = (1..=4).map(|axis| direction(axis, 0.0)).collect();
+    let writes = vectors.iter().enumerate().map(|(i, vector)| {
+        let content = format!("deploys go out on day {i}");
+        let mut m = note(&content, T0 + 1 + i as i64, Scope::Project, None);
+        m.replaces = Some(old.id.clone());
+        store.remember(&acme, &everyone, m, vector, RULE)
+    });
+    let outcomes = futures_util::future::join_all(writes).await;
+    let (written, refused): (Vec<_>, Vec<_>) = outcomes.into_iter().partition(Result::is_ok);
+    assert_eq!(written.len(), 1, "{written:?}");
+    for refusal in refused {
+        assert!(
+            matches!(
+                refusal,
+                Err(StoreError::NotVisible {
+                    field: "replaces",
+                    ..
+                })
+            ),
+            "{refusal:?}"
+        );
+    }
+    let counts = store.count_by_type(&acme, &everyone).await.unwrap();
+    assert_eq!(counts.total, 1);
+    assert_eq!(store.get(&acme, &everyone, &old.id).await.unwrap(), None);
 }
 
 pub async fn a_stored_memory_comes_back_whole(store: &dyn MemoryStore) {

@@ -92,6 +92,105 @@ struct Write<'a> {
     from: Version,
 }
 
+/// `remember`'s steps in a write (`begin_write`): the tenant's version row is held, so
+/// nobody can write a repeat or take the replaced memory meanwhile.
+struct Remembering<'a> {
+    store: &'a PostgresStore,
+    tenant: &'a Tenant,
+    visibility: &'a Visibility,
+    write: Write<'a>,
+}
+
+impl write::Steps for Remembering<'_> {
+    type Found = String;
+
+    async fn visible(&mut self, id: &str) -> Result<Option<String>, StoreError> {
+        let visible: Option<i32> = sqlx::query_scalar(&format!(
+            "SELECT 1 FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
+        ))
+        .bind(self.tenant.as_str())
+        .bind(conversation_of(self.visibility))
+        .bind(at_of(self.visibility))
+        .bind(id)
+        .fetch_optional(&mut *self.write.tx)
+        .await?;
+        Ok(visible.map(|_| id.to_owned()))
+    }
+
+    async fn neighbours(
+        &mut self,
+        seen: &Visibility,
+        vector: &[f32],
+    ) -> Result<Vec<Hit>, StoreError> {
+        let (store, tenant, write) = (self.store, self.tenant.as_str(), &mut self.write);
+        let (slot, from) = (Arc::clone(&write.slot), write.from);
+        if !slot.shows(from) {
+            // In the turn `begin_write` took when this process held nothing; out of turn
+            // when another replica wrote past what the change log still holds (rare: waiting
+            // for a turn here, holding a connection, could leave a turn's builder waiting
+            // for one).
+            let _building =
+                (write.building.take()).unwrap_or_else(|| store.indexes.building_out_of_turn());
+            let files = store.indexes.files();
+            let index = versions::load(&mut write.tx, tenant, store.width, files).await?;
+            store.indexes.install(tenant, &slot, from, index);
+        }
+        let (scope, vector) = (seen.clone(), vector.to_vec());
+        let held = Arc::clone(&slot);
+        let nearest = cache::run(slot.heavy(), move || {
+            held.read_at(from, |index| {
+                let query = Query {
+                    vector: &vector,
+                    terms: &[],
+                    k: dedup::NEIGHBOURS,
+                };
+                let [nearest, _] = Located::all(index, index.search(&query, &scope));
+                nearest
+            })
+            .unwrap_or_default()
+        })
+        .await?;
+        let [nearest] = found_rows(&mut *write.tx, self.tenant, seen, [nearest]).await?;
+        Ok(nearest.into_iter().map(|found| found.hit).collect())
+    }
+
+    async fn insert(&mut self, stored: &write::Stored, vector: &[f32]) -> Result<(), StoreError> {
+        let row = (
+            self.tenant.as_str(),
+            &stored.memory,
+            vector,
+            stored.terms.clone(),
+        );
+        (insert([row]).build().execute(&mut *self.write.tx)).await?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, id: String) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
+            .bind(self.tenant.as_str())
+            .bind(id)
+            .execute(&mut *self.write.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(self, change: write::Change<'_>, vector: &[f32]) -> Result<(), StoreError> {
+        let (tenant, mut write) = (self.tenant.as_str(), self.write);
+        // The trigger moved the tenant one version on for each row written or deleted; a
+        // tenant without a row starts one in an epoch of its own (`versions.rs`).
+        let to = match write.from {
+            0 => versions::first_version(&mut write.tx, tenant, change.rows()).await?,
+            from => from + change.rows(),
+        };
+        write.tx.commit().await?;
+        let store = self.store;
+        (store.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
+        let apply = |index: &mut SearchIndex| change.apply(index, vector);
+        (store.indexes).apply(tenant, &write.slot, write.from, to, apply);
+        Ok(())
+    }
+}
+
 /// The cache entry a write took: let go if the write built nothing in it.
 struct TakenSlot<'a> {
     indexes: &'a TenantCache<SearchIndex>,
@@ -259,93 +358,14 @@ impl MemoryStore for PostgresStore {
         embedding: &[f32],
         rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let mut write = self.begin_write(tenant, true).await?;
-        let (slot, from) = (Arc::clone(&write.slot), write.from);
-        // The tenant's version row is held: nobody can take the replaced memory meanwhile.
-        if let Some(id) = &memory.replaces {
-            let visible: Option<i32> = sqlx::query_scalar(&format!(
-                "SELECT 1 FROM memories WHERE tenant_id = $1 AND {VISIBLE} AND id = $4"
-            ))
-            .bind(tenant.as_str())
-            .bind(conversation_of(visibility))
-            .bind(at_of(visibility))
-            .bind(id)
-            .fetch_optional(&mut *write.tx)
-            .await?;
-            if visible.is_none() {
-                return Err(StoreError::not_visible("replaces", id));
-            }
-        }
-        let dedup_scope = &visibility.for_dedup(memory.scope);
-        if !slot.shows(from) {
-            // In the turn `begin_write` took when this process held nothing; out of turn
-            // when another replica wrote past what the change log still holds (rare: waiting
-            // for a turn here, holding a connection, could leave a turn's builder waiting
-            // for one).
-            let _building =
-                (write.building.take()).unwrap_or_else(|| self.indexes.building_out_of_turn());
-            let files = self.indexes.files();
-            let index = versions::load(&mut write.tx, tenant.as_str(), self.width, files).await?;
-            self.indexes.install(tenant.as_str(), &slot, from, index);
-        }
-        let (scope, vector) = (dedup_scope.clone(), embedding.to_vec());
-        let held = Arc::clone(&slot);
-        let nearest = cache::run(slot.heavy(), move || {
-            held.read_at(from, |index| {
-                let query = Query {
-                    vector: &vector,
-                    terms: &[],
-                    k: dedup::NEIGHBOURS,
-                };
-                let [nearest, _] = Located::all(index, index.search(&query, &scope));
-                nearest
-            })
-            .unwrap_or_default()
-        })
-        .await?;
-        let [nearest] = found_rows(&mut *write.tx, tenant, dedup_scope, [nearest]).await?;
-        let neighbours: Vec<Hit> = nearest.into_iter().map(|found| found.hit).collect();
-        let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(known) => {
-                let Some(id) = &known.replaces else {
-                    return Ok(known.remembered());
-                };
-                sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.as_str())
-                    .bind(id)
-                    .execute(&mut *write.tx)
-                    .await?;
-                // The replaced memory was there: the tenant has a version row.
-                write.tx.commit().await?;
-                let apply = |index: &mut SearchIndex| known.apply(index);
-                let to = from + 1;
-                (self.indexes).apply(tenant.as_str(), &slot, from, to, apply);
-                return Ok(known.remembered());
-            }
-            write::Decision::Store(stored) => stored,
+        let write = self.begin_write(tenant, true).await?;
+        let steps = Remembering {
+            store: self,
+            tenant,
+            visibility,
+            write,
         };
-        let memory = &stored.memory;
-        let row = (tenant.as_str(), memory, embedding, stored.terms.clone());
-        (insert([row]).build().execute(&mut *write.tx)).await?;
-        if let Some(id) = &memory.replaces {
-            sqlx::query("DELETE FROM memories WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant.as_str())
-                .bind(id)
-                .execute(&mut *write.tx)
-                .await?;
-        }
-        // The trigger moved the tenant one version on for each row written or deleted; a
-        // tenant without a row starts one in an epoch of its own (`versions.rs`).
-        let changes = 1 + i64::from(memory.replaces.is_some());
-        let to = match from {
-            0 => versions::first_version(&mut write.tx, tenant.as_str(), changes).await?,
-            _ => from + changes,
-        };
-        write.tx.commit().await?;
-        (self.recorded).store(true, std::sync::atomic::Ordering::Relaxed);
-        let apply = |index: &mut SearchIndex| stored.apply(index, embedding);
-        (self.indexes).apply(tenant.as_str(), &slot, from, to, apply);
-        Ok(stored.remembered())
+        write::remember(steps, visibility, memory, embedding, rule).await
     }
 
     async fn search(

@@ -68,6 +68,7 @@ async fn fresh() -> PostgresStore {
 async fn the_shared_suite() {
     suite::run(fresh).await;
     suite::run_keywords(fresh).await;
+    suite::run_atomic(fresh).await;
 }
 
 #[tokio::test]

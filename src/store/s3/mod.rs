@@ -389,8 +389,133 @@ fn log_flush_failures(failures: &[counters::FlushFailed]) {
     }
 }
 
-/// Deletes a memory: its vector, then its index key, best effort (a leftover key only
-/// costs a listing slot and a count). Safe to repeat.
+/// `remember`'s steps: the checks run as they come, the writes are kept for `commit`, which
+/// runs them on one task of their own.
+struct Landing<'a> {
+    store: &'a S3Store,
+    tenant: &'a Tenant,
+    visibility: &'a Visibility,
+    new: Option<NewObjects>,
+    old: Option<Memory>,
+}
+
+/// A new memory's vector and index key.
+struct NewObjects {
+    vector_key: String,
+    index_key: String,
+    metadata: serde_json::Value,
+}
+
+impl write::Steps for Landing<'_> {
+    type Found = Memory;
+
+    async fn visible(&mut self, id: &str) -> Result<Option<Memory>, StoreError> {
+        (self.store)
+            .visible_memory(self.tenant, self.visibility, id)
+            .await
+    }
+
+    async fn neighbours(
+        &mut self,
+        seen: &Visibility,
+        vector: &[f32],
+    ) -> Result<Vec<Hit>, StoreError> {
+        let k = dedup::NEIGHBOURS;
+        self.store
+            .nearest_visible(self.tenant, seen, vector, k)
+            .await
+    }
+
+    /// Checks what S3 Vectors would refuse, so a refused memory writes nothing.
+    async fn insert(&mut self, stored: &write::Stored, _: &[f32]) -> Result<(), StoreError> {
+        let (tenant, memory) = (self.tenant, &stored.memory);
+        let metadata = vectors::metadata(tenant, memory);
+        vectors::check_budget(&metadata)?;
+        let index_key = index::key(tenant, memory)
+            .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
+        self.new = Some(NewObjects {
+            vector_key: vectors::key(tenant, &memory.id),
+            index_key,
+            metadata,
+        });
+        Ok(())
+    }
+
+    async fn delete(&mut self, old: Memory) -> Result<(), StoreError> {
+        self.old = Some(old);
+        Ok(())
+    }
+
+    async fn commit(self, _: write::Change<'_>, vector: &[f32]) -> Result<(), StoreError> {
+        let store = self.store;
+        let (vectors, objects) = (Arc::clone(&store.vectors), Arc::clone(&store.objects));
+        let (tenant, vector, writing) = (
+            self.tenant.clone(),
+            vector.to_vec(),
+            Arc::clone(&store.writes).read_owned().await,
+        );
+        let (new, old) = (self.new, self.old);
+        // All the writes or none, whatever happens to the request: they run on their own
+        // task, which a dropped request or a draining server does not stop.
+        let landed = tokio::spawn(async move {
+            let _writing = writing;
+            land(&vectors, &*objects, &tenant, new, &vector, old).await
+        });
+        (landed.await).map_err(|e| StoreError::unavailable("S3 write task", e))?
+    }
+}
+
+/// Writes the new memory (if any), then removes the old (if any).
+async fn land(
+    vectors: &Vectors,
+    objects: &dyn Objects,
+    tenant: &Tenant,
+    new: Option<NewObjects>,
+    vector: &[f32],
+    old: Option<Memory>,
+) -> Result<(), StoreError> {
+    let Some(new) = new else {
+        let Some(old) = old else {
+            return Ok(());
+        };
+        let done = "an existing memory already says this";
+        return remove_replaced(vectors, objects, tenant, &old, done).await;
+    };
+    // Vector first: an index key with no memory behind it would list as a gap.
+    (vectors.put(&new.vector_key, vector, &new.metadata)).await?;
+    let Err(e) = objects
+        .put(&new.index_key, Vec::new(), Condition::Always)
+        .await
+    else {
+        // New, then old: a retry of the removal is safe, and until it lands both are
+        // visible, never neither.
+        let Some(old) = old else {
+            return Ok(());
+        };
+        let done = "the new memory was stored";
+        return remove_replaced(vectors, objects, tenant, &old, done).await;
+    };
+    // Unlisted memories would still be recalled and counted as duplicates, so take the
+    // vector back and let the agent retry the whole write.
+    let failed = state_failed(e);
+    match vectors.delete(&[new.vector_key]).await {
+        Ok(()) => Err(failed),
+        Err(undo) => {
+            let fields = log::Fields {
+                tenant: Some(tenant.as_str()),
+                ..Default::default()
+            };
+            log::error("remember_undo_failed", &undo.to_string(), &fields);
+            Err(StoreError::unavailable(
+                "S3: the memory's vector was written but its index key was not, and the \
+                 vector could not be taken back, so recall may find it while list_memories \
+                 does not",
+                failed,
+            ))
+        }
+    }
+}
+
 /// Removes the memory a write replaces, tried `REPLACE_TRIES` times (a retry is safe); the
 /// error says what was `done` and names the memory, for the agent to forget.
 async fn remove_replaced(
@@ -420,6 +545,8 @@ async fn remove_replaced(
     }
 }
 
+/// Deletes a memory: its vector, then its index key, best effort (a leftover key only
+/// costs a listing slot and a count). Safe to repeat.
 async fn remove(
     vectors: &Vectors,
     objects: &dyn Objects,
@@ -503,83 +630,14 @@ impl MemoryStore for S3Store {
         rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         self.check_model(true).await?;
-        let replaced = match &memory.replaces {
-            Some(id) => Some(
-                (self.visible_memory(tenant, visibility, id).await?)
-                    .ok_or_else(|| StoreError::not_visible("replaces", id))?,
-            ),
-            None => None,
+        let steps = Landing {
+            store: self,
+            tenant,
+            visibility,
+            new: None,
+            old: None,
         };
-        let dedup_scope = visibility.for_dedup(memory.scope);
-        let neighbours = self
-            .nearest_visible(tenant, &dedup_scope, embedding, dedup::NEIGHBOURS)
-            .await?;
-        let stored = match write::decide(memory, &neighbours, rule) {
-            write::Decision::Known(known) => {
-                if let Some(old) = replaced {
-                    let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
-                    let (tenant, writing) =
-                        (tenant.clone(), Arc::clone(&self.writes).read_owned().await);
-                    // On its own task, as a write's are (below).
-                    let removed = tokio::spawn(async move {
-                        let _writing = writing;
-                        let done = "an existing memory already says this";
-                        remove_replaced(&vectors, &*objects, &tenant, &old, done).await
-                    });
-                    (removed.await).map_err(|e| StoreError::unavailable("S3 write task", e))??;
-                }
-                return Ok(known.remembered());
-            }
-            write::Decision::Store(stored) => stored,
-        };
-        let memory = &stored.memory;
-        let metadata = vectors::metadata(tenant, memory);
-        vectors::check_budget(&metadata)?;
-        let index_key = index::key(tenant, memory)
-            .ok_or_else(|| StoreError::unavailable("S3", "the new memory's id is not a ULID"))?;
-        let vector_key = vectors::key(tenant, &memory.id);
-        let (vectors, objects) = (Arc::clone(&self.vectors), Arc::clone(&self.objects));
-        let (embedding, tenant) = (embedding.to_vec(), tenant.clone());
-        let writing = Arc::clone(&self.writes).read_owned().await;
-        // Both writes or neither, whatever happens to the request: they run on their own
-        // task, which a dropped request or a draining server does not stop.
-        let landed = tokio::spawn(async move {
-            let _writing = writing;
-            // Vector first: an index key with no memory behind it would list as a gap.
-            vectors.put(&vector_key, &embedding, &metadata).await?;
-            let Err(e) = objects.put(&index_key, Vec::new(), Condition::Always).await else {
-                // New, then old: a retry of the removal is safe, and until it lands both
-                // are visible, never neither.
-                let Some(old) = replaced else {
-                    return Ok(());
-                };
-                let done = "the new memory was stored";
-                return remove_replaced(&vectors, &*objects, &tenant, &old, done).await;
-            };
-            // Unlisted memories would still be recalled and counted as duplicates, so take
-            // the vector back and let the agent retry the whole write.
-            let failed = state_failed(e);
-            match vectors.delete(&[vector_key]).await {
-                Ok(()) => Err(failed),
-                Err(undo) => {
-                    let fields = log::Fields {
-                        tenant: Some(tenant.as_str()),
-                        ..Default::default()
-                    };
-                    log::error("remember_undo_failed", &undo.to_string(), &fields);
-                    Err(StoreError::unavailable(
-                        "S3: the memory's vector was written but its index key was not, and \
-                         the vector could not be taken back, so recall may find it while \
-                         list_memories does not",
-                        failed,
-                    ))
-                }
-            }
-        });
-        landed
-            .await
-            .map_err(|e| StoreError::unavailable("S3 write task", e))??;
-        Ok(stored.remembered())
+        write::remember(steps, visibility, memory, embedding, rule).await
     }
 
     /// By meaning only: S3 Vectors has no text index, so `query.terms` find nothing.

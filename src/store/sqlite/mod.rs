@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use futures_util::FutureExt;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use builds::{Parts, Readers};
@@ -36,7 +37,7 @@ use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
 };
 use crate::dedup;
-use crate::memory::{Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
+use crate::memory::{Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::cache::{Coherence, Indexing, Slot, TenantCache};
 use crate::search::{self, Query};
 
@@ -235,10 +236,10 @@ impl SqliteStore {
         rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let tenant = tenant.as_str().to_owned();
-        let (seen, at, dedup_scope) = (
+        let (seen, at, visibility) = (
             conversation_of(visibility),
             visibility.at,
-            visibility.for_dedup(memory.scope),
+            visibility.clone(),
         );
         let embedding = embedding.to_vec();
         let (recorded, pending) = (Arc::clone(&self.model), Arc::clone(&self.pending));
@@ -249,59 +250,84 @@ impl SqliteStore {
             if let Err(refused) = recorded.check(&tx)? {
                 return Ok(Err(refused));
             }
-            if let Some(id) = &memory.replaces {
-                let visible = tx
-                    .prepare_cached(&format!(
-                        "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4"
-                    ))?
-                    .exists(params![tenant, seen, at, id])?;
-                if !visible {
-                    return Ok(Err(StoreError::not_visible("replaces", id)));
-                }
-            }
             let before = Versions::read(&tx, &tenant)?;
             let slot = match current(&tx, indexes, &pending, &tenant, width, before, || Ok(())) {
                 Ok(slot) => slot,
                 Err(e) => return Ok(Err(e)),
             };
-            let neighbours = slot
-                .read_held(|index| index.nearest(&embedding, &dedup_scope, dedup::NEIGHBOURS))
-                .unwrap_or_default();
-            let stored = match write::decide(memory, &neighbours, rule) {
-                write::Decision::Known(known) => {
-                    let Some(id) = &known.replaces else {
-                        return Ok(Ok(known.remembered()));
-                    };
-                    tx.execute(
-                        "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
-                        params![tenant, id],
-                    )?;
-                    let after = Versions::read(&tx, &tenant)?.memories;
-                    tx.commit()?;
-                    let apply = |index: &mut TenantIndex| known.apply(index);
-                    indexes.apply(&tenant, &slot, before.memories, after, apply);
-                    return Ok(Ok(known.remembered()));
-                }
-                write::Decision::Store(stored) => stored,
+            let steps = Transaction {
+                tx,
+                tenant: &tenant,
+                seen: (seen, at),
+                slot,
+                before,
+                indexes,
+                recorded: &recorded,
             };
-            let memory = &stored.memory;
-            insert(&tx, "INSERT", &tenant, memory, &embedding, &stored.terms)?;
-            if let Some(id) = &memory.replaces {
-                tx.execute(
-                    "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
-                    params![tenant, id],
-                )?;
-            }
-            // The write lock is held: the only changes since `before` are this write's (a
-            // tenant's first row starts past its floor, `schema.rs`, so it is read back).
-            let after = Versions::read(&tx, &tenant)?.memories;
-            tx.commit()?;
-            recorded.committed();
-            let apply = |index: &mut TenantIndex| stored.apply(index, &embedding);
-            indexes.apply(&tenant, &slot, before.memories, after, apply);
-            Ok(Ok(stored.remembered()))
+            let written = write::remember(steps, &visibility, memory, &embedding, rule);
+            Ok(written.now_or_never().expect("SQLite's steps never wait"))
         })
         .await?
+    }
+}
+
+/// A write's steps in one IMMEDIATE transaction, the connection held.
+struct Transaction<'a> {
+    tx: rusqlite::Transaction<'a>,
+    tenant: &'a str,
+    /// The writer's conversation and instant, as `VISIBLE` binds them.
+    seen: (Option<String>, i64),
+    slot: Arc<Slot<TenantIndex>>,
+    before: Versions,
+    indexes: &'a Indexes,
+    recorded: &'a Recorded,
+}
+
+impl write::Steps for Transaction<'_> {
+    type Found = String;
+
+    async fn visible(&mut self, id: &str) -> Result<Option<String>, StoreError> {
+        let (tenant, (seen, at)) = (self.tenant, &self.seen);
+        let visible = (self.tx)
+            .prepare_cached(&format!(
+                "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4"
+            ))?
+            .exists(params![tenant, seen, at, id])?;
+        Ok(visible.then(|| id.to_owned()))
+    }
+
+    async fn neighbours(
+        &mut self,
+        seen: &Visibility,
+        vector: &[f32],
+    ) -> Result<Vec<Hit>, StoreError> {
+        let nearest = |index: &TenantIndex| index.nearest(vector, seen, dedup::NEIGHBOURS);
+        Ok(self.slot.read_held(nearest).unwrap_or_default())
+    }
+
+    async fn insert(&mut self, stored: &write::Stored, vector: &[f32]) -> Result<(), StoreError> {
+        let (memory, terms) = (&stored.memory, &stored.terms);
+        insert(&self.tx, "INSERT", self.tenant, memory, vector, terms)?;
+        Ok(())
+    }
+
+    async fn delete(&mut self, id: String) -> Result<(), StoreError> {
+        (self.tx).execute(
+            "DELETE FROM memories WHERE tenant_id = ?1 AND id = ?2",
+            params![self.tenant, id],
+        )?;
+        Ok(())
+    }
+
+    async fn commit(self, change: write::Change<'_>, vector: &[f32]) -> Result<(), StoreError> {
+        // The write lock is held: the only changes since `before` are this write's (a
+        // tenant's first row starts past its floor, `schema.rs`, so it is read back).
+        let after = Versions::read(&self.tx, self.tenant)?.memories;
+        self.tx.commit()?;
+        self.recorded.committed();
+        let apply = |index: &mut TenantIndex| change.apply(index, vector);
+        (self.indexes).apply(self.tenant, &self.slot, self.before.memories, after, apply);
+        Ok(())
     }
 }
 

@@ -81,6 +81,7 @@ async fn exact_vectors_go_to_a_mapped_file_or_the_start_is_refused() {
 async fn the_shared_suite() {
     suite::run(|| async { fresh() }).await;
     suite::run_keywords(|| async { fresh() }).await;
+    suite::run_atomic(|| async { fresh() }).await;
 }
 
 #[tokio::test]
