@@ -60,6 +60,7 @@ pub fn sqlite(path: &std::path::Path, rows: impl Iterator<Item = Row>, width: us
                 dimension: width,
             },
             &mcp_memory::search::cache::Indexing::IN_MEMORY,
+            mcp_memory::dedup::Rule::SPECIFIED,
         )
         .unwrap(),
     );
@@ -113,7 +114,7 @@ pub async fn postgres(url: &str, rows: impl Iterator<Item = Row>, width: usize) 
         dimension: width,
     };
     drop(
-        mcp_memory::store::open(&config.store, &model)
+        mcp_memory::store::open(&config.store, &model, config.duplicates)
             .await
             .unwrap(),
     );

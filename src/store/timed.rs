@@ -11,7 +11,6 @@ use async_trait::async_trait;
 use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
 };
-use crate::dedup;
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
 use crate::search::Query;
@@ -44,11 +43,8 @@ impl MemoryStore for TimedStore {
         dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
-        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let call = self
-            .inner
-            .remember(tenant, dedup_scope, memory, embedding, rule);
+        let call = self.inner.remember(tenant, dedup_scope, memory, embedding);
         self.time("remember", call).await
     }
 

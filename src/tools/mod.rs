@@ -25,7 +25,6 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
-use crate::dedup;
 use crate::embed::{EmbedError, Embedder};
 use crate::library::{DocsError, Library};
 use crate::log;
@@ -58,10 +57,9 @@ trait Tool: Send + Sync {
     ) -> Result<Answer, ToolError>;
 }
 
-/// How recall and remember judge the model's similarities (`crate::config::Config`).
+/// How recall judges the model's similarities and weighs words (`crate::config::Config`).
 pub struct Judgement {
     pub thresholds: Thresholds,
-    pub duplicates: dedup::Rule,
     pub keyword_weight: f64,
 }
 
@@ -71,8 +69,6 @@ pub struct ToolService {
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
     pub thresholds: Thresholds,
-    /// When a new memory repeats a stored one (the model's, `crate::dedup`).
-    pub duplicates: dedup::Rule,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
@@ -112,7 +108,6 @@ impl ToolService {
             embedder,
             docs,
             thresholds: judgement.thresholds,
-            duplicates: judgement.duplicates,
             keyword_weight: judgement.keyword_weight,
             deadline,
             state_key,

@@ -146,13 +146,7 @@ async fn remember(
     let vector = service.embedder.embed(&memory.content).await?;
     let outcome = service
         .store
-        .remember(
-            &ctx.tenant,
-            &ctx.visibility(),
-            memory,
-            &vector,
-            service.duplicates,
-        )
+        .remember(&ctx.tenant, &ctx.visibility(), memory, &vector)
         .await?;
     let removed = match &outcome {
         Remembered::Stored(m, _) => m.replaces.clone(),

@@ -11,7 +11,7 @@ use super::{PoolSettings, PostgresStore};
 use crate::memory::{MemoryType, Scope};
 use crate::search::VectorHome;
 use crate::search::cache::Indexing;
-use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
+use crate::store::suite::{self, RULE, T0, direction, note, seen_from, store_one, tenant};
 use crate::store::{MemoryStore, Remembered};
 
 const SETTINGS: PoolSettings = PoolSettings {
@@ -55,7 +55,7 @@ async fn opened(url: &str) -> PostgresStore {
         },
         ..SETTINGS
     };
-    PostgresStore::open(url, &suite::model(8), &mapped)
+    PostgresStore::open(url, &suite::model(8), &mapped, RULE)
         .await
         .unwrap()
 }
@@ -81,7 +81,7 @@ async fn the_database_keeps_to_the_model_it_recorded() {
     let url = fresh_database().await;
     suite::run_model_record(|model| {
         let url = url.clone();
-        async move { PostgresStore::open(&url, &model, &SETTINGS).await }
+        async move { PostgresStore::open(&url, &model, &SETTINGS, RULE).await }
     })
     .await;
 }
@@ -92,7 +92,7 @@ async fn the_database_is_reembedded_in_place() {
     suite::run_reembed(
         |model| {
             let url = url.clone();
-            async move { PostgresStore::open(&url, &model, &SETTINGS).await }
+            async move { PostgresStore::open(&url, &model, &SETTINGS, RULE).await }
         },
         || {
             let url = url.clone();
@@ -117,7 +117,7 @@ async fn a_write_waits_for_a_reembedding_switch() {
         statement_timeout_ms: 500,
         ..SETTINGS
     };
-    let store = PostgresStore::open(&url, &suite::model(8), &quick)
+    let store = PostgresStore::open(&url, &suite::model(8), &quick, RULE)
         .await
         .unwrap();
     let fact = |content: &str, at| note(content, at, Scope::Project, None);
@@ -134,7 +134,6 @@ async fn a_write_waits_for_a_reembedding_switch() {
             &seen_from(None),
             fact("second", T0 + 1),
             &direction(1, 0.0),
-            crate::dedup::Rule::SPECIFIED,
         )
         .await;
     assert!(
@@ -215,6 +214,7 @@ async fn a_switch_and_a_write_under_way_both_finish() {
             dimension: 12,
         },
         &SETTINGS,
+        RULE,
     )
     .await
     .unwrap();
@@ -246,13 +246,7 @@ async fn concurrent_identical_remembers_store_one_memory() {
                 None,
             );
             store
-                .remember(
-                    &tenant("acme"),
-                    &seen_from(None),
-                    m,
-                    &direction(0, 0.0),
-                    crate::dedup::Rule::SPECIFIED,
-                )
+                .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
                 .await
                 .unwrap()
         });
@@ -276,8 +270,8 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
     let url = fresh_database().await;
     let model = suite::model(8);
     let (a, b) = tokio::join!(
-        PostgresStore::open(&url, &model, &SETTINGS),
-        PostgresStore::open(&url, &model, &SETTINGS)
+        PostgresStore::open(&url, &model, &SETTINGS, RULE),
+        PostgresStore::open(&url, &model, &SETTINGS, RULE)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     store_one(
@@ -324,7 +318,7 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
     )
     .await;
     let reopen = || async {
-        PostgresStore::open(&url, &suite::model(16), &SETTINGS)
+        PostgresStore::open(&url, &suite::model(16), &SETTINGS, RULE)
             .await
             .err()
             .unwrap()
@@ -373,7 +367,7 @@ async fn a_role_that_cannot_create_the_extension_is_told_what_to_run() {
         sqlx::query(&statement).execute(&mut admin).await.unwrap();
     }
     let limited = url.replacen("postgres@", &format!("{role}@"), 1);
-    let err = PostgresStore::open(&limited, &suite::model(8), &SETTINGS)
+    let err = PostgresStore::open(&limited, &suite::model(8), &SETTINGS, RULE)
         .await
         .err()
         .unwrap()
@@ -391,7 +385,7 @@ async fn an_unreachable_database_is_named_without_credentials() {
         .local_addr()
         .unwrap();
     let url = format!("postgres://someone:hunter2@{closed}/memories");
-    let err = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
+    let err = PostgresStore::open(&url, &suite::model(8), &SETTINGS, RULE)
         .await
         .err()
         .unwrap()

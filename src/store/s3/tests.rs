@@ -12,7 +12,7 @@ use super::counters::{Compacted, Counters};
 use super::objects::ObjectError;
 use super::*;
 use crate::memory::{Conversation, MemoryType, Scope};
-use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
+use crate::store::suite::{self, RULE, T0, direction, note, seen_from, store_one, tenant};
 
 const WIDTH: i32 = 8;
 
@@ -93,7 +93,7 @@ async fn buckets() -> S3Settings {
 }
 
 async fn fresh() -> S3Store {
-    S3Store::open(&buckets().await, &suite::model(WIDTH as usize)).await
+    S3Store::open(&buckets().await, &suite::model(WIDTH as usize), RULE).await
 }
 
 #[tokio::test]
@@ -146,7 +146,7 @@ async fn the_index_keeps_to_the_model_it_recorded() {
     let settings = buckets().await;
     suite::run_model_record(|model| {
         let settings = settings.clone();
-        async move { Ok(S3Store::open(&settings, &model).await) }
+        async move { Ok(S3Store::open(&settings, &model, RULE).await) }
     })
     .await;
 }
@@ -160,7 +160,7 @@ async fn the_vectors_are_reembedded_into_another_index() {
             if model.dimension != WIDTH as usize {
                 settings.vector_index = "wider".into();
             }
-            async move { Ok(S3Store::open(&settings, &model).await) }
+            async move { Ok(S3Store::open(&settings, &model, RULE).await) }
         },
         || {
             let settings = settings.clone();
@@ -388,13 +388,7 @@ async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
     let mut m = note(&"\"".repeat(25_000), T0, Scope::Project, None);
     m.tags = vec!["x".into()];
     let err = store
-        .remember(
-            &tenant("acme"),
-            &seen_from(None),
-            m,
-            &direction(0, 0.0),
-            crate::dedup::Rule::SPECIFIED,
-        )
+        .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
         .await
         .unwrap_err();
     assert!(
@@ -430,6 +424,7 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
             compact_threshold: 20,
         },
         &suite::model(WIDTH as usize),
+        RULE,
     )
     .await;
     let err = suite::nearest(
@@ -460,8 +455,8 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
 #[tokio::test]
 async fn recall_counts_reach_other_pods_through_the_state_bucket() {
     let settings = buckets().await;
-    let one = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
-    let two = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
+    let one = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
+    let two = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
     let acme = tenant("acme");
     let m = store_one(
         &one,
@@ -697,7 +692,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
             None,
         );
         let vector = direction(i % 8, 0.1 * i as f32);
-        let writing = store.remember(&acme, &everyone, m, &vector, crate::dedup::Rule::SPECIFIED);
+        let writing = store.remember(&acme, &everyone, m, &vector);
         let _ = tokio::time::timeout(Duration::from_micros(wait_us), writing).await;
     }
     // One not dropped, so the sets below are never empty however slow the machine is.
@@ -734,7 +729,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
 async fn the_final_flush_stops_the_timer_and_writes_every_tenant() {
     let mut settings = buckets().await;
     settings.flush_every = Duration::from_millis(50);
-    let store = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
+    let store = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
     let everyone = seen_from(None);
     let mut stored = Vec::new();
     for (i, who) in ["acme", "globex", "initech"].into_iter().enumerate() {
