@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Calibrate RECALL_MIN_SIMILARITY (and HIGH) for a local model (docs/behavior.md#calibrating-the-floor).
+"""Calibrate RECALL_MIN_SIMILARITY (and HIGH) for a local model (docs/configuration.md#calibrating-the-floor).
 
 Titan v2's numbers in the spec: correct answers 0.15-0.41, unrelated < 0.05, reworded 0.72,
 typo 0.99 -> floor 0.1. This script measures the same four things for MiniLM with the numpy
@@ -11,7 +11,7 @@ reference embedder (bench/reference_embed.py):
   * plus a few off-domain UNRELATED lines, and a small Korean side set (MiniLM is English-only).
 
 For every probe it takes the best cosine over the store (= similarity, 1 - cosine distance, as
-in docs/behavior.md#what-every-store-guarantees), and for questions also the cosine to the fact that answers it (that is
+in docs/stores.md#what-every-store-guarantees), and for questions also the cosine to the fact that answers it (that is
 what a floor must keep) and whether that fact ranks first.
 
   .venv-model/bin/python bench/calibrate_floor.py [MODEL_DIR] [--json OUT]
@@ -279,7 +279,7 @@ def main(argv=None) -> int:
         rej = int((absent < f).sum())
         urej = int((unrelated < f).sum())
         karej = int((kw_absent < f).sum())
-        # full gate of docs/behavior.md#floor-and-keep-ratio in balanced mode (keepRatio 0.6): does the right fact
+        # full gate of docs/ranking.md#floor-and-keep-ratio in balanced mode (keepRatio 0.6): does the right fact
         # survive floor AND ratio for the hard questions?
         surv = sum(1 for i in idx if Sq[i, i] >= f and Sq[i, i] >= 0.6 * Sq[i].max())
         print(f"  floor {f:.2f}: kept {kept:2d}/{len(DATA)} hard, {kwk:2d}/{len(DATA)} keyword;  absent rejected {rej:2d}/{len(DATA)}"

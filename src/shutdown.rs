@@ -1,4 +1,4 @@
-//! Graceful shutdown (docs/behavior.md#shutdown): on SIGTERM or SIGINT stop accepting, let in-flight
+//! Graceful shutdown (docs/configuration.md#shutdown): on SIGTERM or SIGINT stop accepting, let in-flight
 //! requests finish for up to 10 s, then flush the store once and exit 0.
 
 use std::time::Duration;

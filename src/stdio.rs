@@ -1,4 +1,4 @@
-//! MCP over stdio (docs/behavior.md#stdio), for clients that start the server as a child
+//! MCP over stdio (docs/protocol.md#stdio), for clients that start the server as a child
 //! process: one JSON-RPC message per line on stdin, each answer one line on stdout, both
 //! eras as over HTTP. Stdout carries protocol messages and nothing else. The caller's
 //! identity is the configuration's (`MEMORY_TENANT`, `MEMORY_CONVERSATION`), checked once at
@@ -31,7 +31,7 @@ enum Line {
 /// Serves stdin until it ends or `stop` resolves, then lets the calls under way finish and
 /// their answers be written, all within `drain`: past it, the calls still running are
 /// abandoned, and so are answers a client that stopped reading never took, so the process
-/// always ends (docs/behavior.md#stdio). A client that closed stdin and has left an answer
+/// always ends (docs/protocol.md#stdio). A client that closed stdin and has left an answer
 /// untaken for `MCP_WRITE_TIMEOUT_MS` is gone: reading stops there too, though the end of
 /// stdin may still be behind lines it sent.
 pub async fn serve(

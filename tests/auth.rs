@@ -1,4 +1,4 @@
-//! Authentication through the binary (docs/behavior.md#authentication), against a real
+//! Authentication through the binary (docs/protocol.md#authentication), against a real
 //! authorization server (`oidc-provider`, tests/auth/provider.sh) and a real keys file: the
 //! tenant a request may touch is what its credential proves, every forged or stale token is
 //! refused, the issuer's keys are followed through a rotation and outlive an outage, and a
@@ -626,7 +626,7 @@ async fn a_rotation_is_followed_an_outage_is_ridden_out_and_a_dead_issuer_is_a_c
         .await;
     let (kid_old, kid_new) = (kid(&old), kid(&new));
     assert_ne!(kid_old, kid_new);
-    // A key it does not hold is fetched at most every few seconds (docs/behavior.md#oauth):
+    // A key it does not hold is fetched at most every few seconds (docs/protocol.md#oauth):
     // until then the new token is refused, and then taken.
     let mut answer = call(
         server,

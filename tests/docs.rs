@@ -84,6 +84,72 @@ fn every_citation_names_a_heading_of_the_projects_docs() {
     assert!(checked > 50, "only {checked} citations found");
 }
 
+/// A citation by title (`docs/models.md, "Abstention"`) names a heading of that doc, as one
+/// by anchor does; a title may run onto the next line.
+#[test]
+fn every_citation_by_title_names_a_heading() {
+    let root = Path::new(ROOT);
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "bench", "scripts", "docker", ".ci", "docs"] {
+        cited_from(&root.join(dir), &mut files);
+    }
+    files.extend(["README.md", "BENCHMARKS.md", "Makefile"].map(|f| root.join(f)));
+    let citation = regex::Regex::new(r#"docs/([a-z_]+)\.md,\s+"([^"]+)""#).unwrap();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(root).unwrap().display();
+        for cited in citation.captures_iter(&text) {
+            // A title broken over two comment lines carries the second's marker.
+            let words = cited[2].split_whitespace();
+            let words = words.filter(|w| !["//!", "///", "//", "#"].contains(w));
+            let title = words.collect::<Vec<_>>().join(" ");
+            let doc = root.join("docs").join(format!("{}.md", &cited[1]));
+            assert!(
+                anchors(&doc).contains(&anchor(&title)),
+                "{shown}: docs/{}.md has no heading \"{title}\"",
+                &cited[1],
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} citations by title found");
+}
+
+/// The docs' links to one another (`[…](ranking.md#abstention)`, `[…](#floor)`) and the
+/// README's (`docs/….md#…`) land on a heading: a section moved to another file leaves none
+/// behind.
+#[test]
+fn every_link_between_the_docs_lands_on_a_heading() {
+    let root = Path::new(ROOT);
+    let link = regex::Regex::new(r"\]\(((?:docs/)?[a-z_]+\.md)?#([A-Za-z0-9_-]+)\)").unwrap();
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.push(root.join("README.md"));
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let shown = page.strip_prefix(root).unwrap().display();
+        for found in link.captures_iter(&text) {
+            let target = match found.get(1) {
+                Some(file) => page.parent().unwrap().join(file.as_str()),
+                None => page.clone(),
+            };
+            assert!(
+                anchors(&target).contains(&found[2]),
+                "{shown}: {} has no heading #{}",
+                target.strip_prefix(root).unwrap_or(&target).display(),
+                &found[2]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} links found");
+}
+
 #[test]
 fn anchors_are_made_as_github_makes_them() {
     assert_eq!(anchor("Recall by words"), "recall-by-words");

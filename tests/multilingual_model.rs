@@ -370,7 +370,7 @@ async fn a_store_written_with_minilm_refuses_the_new_default_and_keeps_minilm() 
 }
 
 /// The duplicate rule and recall across languages and subjects, through the binary with
-/// e5's own calibration (docs/behavior.md#duplicate-rule, #abstention, and docs/models.md,
+/// e5's own calibration (docs/ranking.md#duplicate-rule, #abstention, and docs/models.md,
 /// "Recall across languages"): a fact that differs from a stored one in one value is stored
 /// and names it; a near-verbatim repeat is refused; a Korean question finds the English
 /// memory that answers it, and an English question the Korean one; a question about a

@@ -1,4 +1,4 @@
-//! The HTTP edge and both MCP eras, through the real router (docs/behavior.md#protocol).
+//! The HTTP edge and both MCP eras, through the real router (docs/protocol.md#protocol).
 
 mod support;
 

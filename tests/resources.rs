@@ -1,5 +1,5 @@
 //! Memories as resources and the prompts, through the real router, in both eras
-//! (docs/behavior.md#resources, docs/behavior.md#prompts): the caller's identity and
+//! (docs/tools.md#resources, docs/tools.md#prompts): the caller's identity and
 //! visibility exactly as the tools apply them, another tenant's or conversation's memory not
 //! found as a missing one is, and every resource result private to its caller.
 

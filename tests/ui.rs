@@ -1,4 +1,4 @@
-//! The memory browser's HTTP edge through the real router (docs/behavior.md#the-memory-browser):
+//! The memory browser's HTTP edge through the real router (docs/tools.md#the-memory-browser):
 //! what a page request without a credential gets, the origin rule of the page's calls, and an
 //! open server that listens beyond loopback. tests/browser/ drives the page itself in Chromium.
 

@@ -1,4 +1,4 @@
-//! The authorization server's signing keys (docs/behavior.md#oauth): found through its
+//! The authorization server's signing keys (docs/protocol.md#oauth): found through its
 //! metadata (RFC 8414, then OpenID Connect Discovery), fetched with timeouts, kept, and
 //! fetched again when a token names a key we do not hold or the set is an hour old, at
 //! most once per `MIN_INTERVAL`. Keys once fetched keep verifying while the issuer is

@@ -1,5 +1,5 @@
 //! Keys bound to tenants, for deployments without an identity provider
-//! (docs/behavior.md#keys-file). The file holds each key's SHA-256, never the key: a key is
+//! (docs/protocol.md#keys-file). The file holds each key's SHA-256, never the key: a key is
 //! 32 random bytes, so a fast hash is as strong as a slow one, and a leaked file lets no one
 //! call. `mcp-memory keys add` mints a key and prints it once; the server re-reads the file
 //! on SIGHUP, keeping the keys in force when the new file is unreadable.

@@ -1,4 +1,4 @@
-//! Who may call over HTTP, for which tenants, and to do what (docs/behavior.md#authentication).
+//! Who may call over HTTP, for which tenants, and to do what (docs/protocol.md#authentication).
 //!
 //! A bearer credential is one of: the shared `MCP_API_KEY` (any tenant, reads and writes, as
 //! before), a key of the keys file (`keys`: its tenants, read-only or not), or an access token

@@ -1,5 +1,5 @@
 //! The OAuth 2.1 resource server of the MCP authorization chapter
-//! (docs/behavior.md#oauth): access tokens are JWTs verified here, with the issuer's keys
+//! (docs/protocol.md#oauth): access tokens are JWTs verified here, with the issuer's keys
 //! (`jwks`), for this server's resource (RFC 8707 `aud`), by an asymmetric algorithm only.
 //! What a token may do comes from its scopes; which tenants, from a configurable claim.
 

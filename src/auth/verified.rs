@@ -1,4 +1,4 @@
-//! Access tokens already verified (docs/behavior.md#oauth): a client sends the same token on
+//! Access tokens already verified (docs/protocol.md#oauth): a client sends the same token on
 //! every request for its lifetime, and checking its signature again each time cost 5–7 % of
 //! the load benchmark's throughput (BENCHMARKS.md, "Issue 34"). A token is found by its
 //! SHA-256, so a token changed in any byte is a stranger and verified in full; what it was

@@ -1,4 +1,4 @@
-//! The near-verbatim repeat rule of `remember` (docs/behavior.md#duplicate-rule): a new fact
+//! The near-verbatim repeat rule of `remember` (docs/ranking.md#duplicate-rule): a new fact
 //! is "already known" when a visible neighbour is close in meaning, by the model's own
 //! measure, and says the same content tokens in the same order (`tokens`): a changed
 //! particle, ending, spacing or typo is a repeat; a changed number, version, name, date,

@@ -1,4 +1,4 @@
-//! What a memory says, token by token, for the duplicate rule (docs/behavior.md#same-fact):
+//! What a memory says, token by token, for the duplicate rule (docs/ranking.md#same-fact):
 //! two texts state the same fact when their content tokens agree in order. A content
 //! token is anything but an English function word or a Korean particle or ending, so a
 //! changed particle, ending, spacing, casing, punctuation or contraction leaves the tokens

@@ -1,4 +1,4 @@
-//! Amazon Bedrock Titan text embeddings (docs/behavior.md#bedrock-titan): one InvokeModel per text,
+//! Amazon Bedrock Titan text embeddings (docs/embeddings.md#bedrock-titan): one InvokeModel per text,
 //! always asking for the configured width, normalised at the source. The client is built on
 //! first use, so a pod that never embeds never resolves credentials; a 10 s limit covers
 //! the whole call including the SDK's own retries.

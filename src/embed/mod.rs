@@ -1,5 +1,5 @@
 //! Turning text into vectors: one small trait, providers behind features, and the checks
-//! every vector passes whichever provider produced it (docs/behavior.md#vector-checks).
+//! every vector passes whichever provider produced it (docs/embeddings.md#vector-checks).
 
 use std::sync::Arc;
 
@@ -244,7 +244,7 @@ impl Embedder for FixedIndex {
     }
 }
 
-/// The checks of docs/behavior.md#vector-checks, in order, on whatever the service sent as the vector.
+/// The checks of docs/embeddings.md#vector-checks, in order, on whatever the service sent as the vector.
 pub fn check_vector(
     raw: Option<&serde_json::Value>,
     model: &str,

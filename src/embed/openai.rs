@@ -1,4 +1,4 @@
-//! Any OpenAI-compatible `/embeddings` endpoint (docs/behavior.md#openai-compatible): one POST per text, no
+//! Any OpenAI-compatible `/embeddings` endpoint (docs/embeddings.md#openai-compatible): one POST per text, no
 //! `dimensions` parameter, at most `EMBEDDING_MAX_REQUESTS` at once, a 10 s timeout for
 //! each text, its turn included (3 s to connect), an answer of at most 4 MiB, and no
 //! retries of our own.

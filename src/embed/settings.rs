@@ -142,7 +142,7 @@ const MINILM: Calibration = Calibration {
     reads_across_scripts: false,
 };
 
-/// Titan v2's, the spec's (docs/behavior.md#calibrating-the-floor), for every remote model.
+/// Titan v2's, the spec's (docs/configuration.md#calibrating-the-floor), for every remote model.
 const TITAN: Calibration = Calibration {
     floor: 0.1,
     high: None,

@@ -1,4 +1,4 @@
-//! The credential at the HTTP edge (docs/behavior.md#authentication): what `auth::Gate`
+//! The credential at the HTTP edge (docs/protocol.md#authentication): what `auth::Gate`
 //! decides, as the statuses and challenges of RFC 6750 and RFC 9728 that MCP clients read.
 
 use std::sync::Arc;

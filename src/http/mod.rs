@@ -1,6 +1,6 @@
 //! The HTTP edge: `POST /mcp`, `GET /health`, `GET /metrics`, RFC 9728's metadata, and the
 //! checks that come before any MCP work — Origin, the credential, method, media types and
-//! the body limit (docs/behavior.md#http-edge). The caller's identity is resolved here, once
+//! the body limit (docs/protocol.md#http-edge). The caller's identity is resolved here, once
 //! per request.
 
 mod auth;

@@ -1,4 +1,4 @@
-//! The memory browser over HTTP (docs/behavior.md#the-memory-browser): the page at `/ui/`,
+//! The memory browser over HTTP (docs/tools.md#the-memory-browser): the page at `/ui/`,
 //! its script and style, what the caller may do (`/ui/access`), and `/ui/mcp`, where the
 //! page calls the tools. Every path is behind the same credentials as `/mcp`; a browser is
 //! asked for one with HTTP Basic (the password is the key or the access token), since a page

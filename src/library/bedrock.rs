@@ -1,4 +1,4 @@
-//! Bedrock Agent Runtime `Retrieve` over one knowledge base (docs/behavior.md#search_docs).
+//! Bedrock Agent Runtime `Retrieve` over one knowledge base (docs/tools.md#search_docs).
 
 use async_trait::async_trait;
 use aws_sdk_bedrockagentruntime::types::{

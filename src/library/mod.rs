@@ -1,4 +1,4 @@
-//! The documentation library behind `search_docs` (docs/behavior.md#search_docs): excerpts from a
+//! The documentation library behind `search_docs` (docs/tools.md#search_docs): excerpts from a
 //! Bedrock Knowledge Base shared by every tenant. The knowledge base embeds the query
 //! itself, so the memory embedder plays no part.
 

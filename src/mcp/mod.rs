@@ -1,5 +1,5 @@
 //! MCP, both protocol eras, over Streamable HTTP (stateless, one endpoint) and over stdio
-//! (docs/behavior.md#protocol).
+//! (docs/protocol.md#protocol).
 //!
 //! A request whose `params._meta` claims a protocol version is served under 2026-07-28
 //! (over HTTP with its header checks); everything else is the legacy `initialize` era.
@@ -29,7 +29,7 @@ const STRUCTURED: &[&str] = &["2025-11-25", "2025-06-18", MODERN];
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
-/// MCP Apps (docs/behavior.md#the-memory-browser).
+/// MCP Apps (docs/tools.md#the-memory-browser).
 const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// What `initialize` and `server/discover` tell a model: fixed text, nothing a tenant wrote.
@@ -275,7 +275,7 @@ async fn legacy(service: &ToolService, identity: &Identity, request: &Request<'_
 }
 
 /// The 2026-07-28 era, with the header checks over HTTP in the order the conformance suite
-/// expects (docs/behavior.md#protocol); stdio has no headers to check.
+/// expects (docs/protocol.md#protocol); stdio has no headers to check.
 async fn modern(
     service: &ToolService,
     identity: &Identity,
@@ -386,7 +386,7 @@ async fn modern(
                 .is_some_and(Value::is_object);
             match call_tool(service, identity, request, elicits).await {
                 Ok(Called::Done(result)) => tool_result(&result, true, true),
-                // The call is not complete until the user answers (docs/behavior.md#asking-before-a-conflicting-memory-stays).
+                // The call is not complete until the user answers (docs/tools.md#asking-before-a-conflicting-memory-stays).
                 Ok(Called::Ask(question)) => {
                     return request.result(json!({
                         "resultType": "input_required",
@@ -443,7 +443,7 @@ async fn call_tool(
         ));
     };
     // A credential without the access the tool needs is refused before the tool runs
-    // (docs/behavior.md#scopes); one without a usable tenant hears about that instead.
+    // (docs/protocol.md#scopes); one without a usable tenant hears about that instead.
     if let (Ok(ctx), Some(writes)) = (identity, service.writes(name))
         && !ctx.access.allows(writes)
     {
@@ -487,7 +487,7 @@ fn insufficient_scope(request: &Request<'_>, what: &str, writes: bool) -> Reply 
     reply
 }
 
-/// The methods of resources and prompts (docs/behavior.md#resources).
+/// The methods of resources and prompts (docs/tools.md#resources).
 fn surface(method: &str) -> bool {
     matches!(
         method,
@@ -626,7 +626,7 @@ async fn surface_result(
     })
 }
 
-/// A tool's result; with `structured`, its data too (docs/behavior.md#structured-results);
+/// A tool's result; with `structured`, its data too (docs/protocol.md#structured-results);
 /// with `links`, a `resource_link` after the text for each memory it names, which a client
 /// may read with `resources/read` (2026-07-28 only: the legacy era's clients keep the one
 /// text block they were built against).

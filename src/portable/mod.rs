@@ -1,6 +1,6 @@
 //! Memories out of a store and into another (`mcp-memory export` and `import`), as JSON
 //! Lines: a header naming the format and the embedding model, then one memory per line,
-//! whole, with its vector (docs/behavior.md#export-and-import). The commands are
+//! whole, with its vector (docs/stores.md#export-and-import). The commands are
 //! configured as the server is, by the same variables, and open the store it would.
 
 pub mod export;
@@ -95,7 +95,7 @@ pub struct Line {
     pub trust_base: f64,
     pub access_count: u64,
     pub last_accessed: Option<String>,
-    /// Who wrote it (docs/behavior.md#provenance); absent for a memory written without a
+    /// Who wrote it (docs/protocol.md#provenance); absent for a memory written without a
     /// credential, so such a line reads as it always did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,

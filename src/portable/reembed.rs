@@ -1,6 +1,6 @@
 //! `mcp-memory reembed`: every memory of the configured store embedded again with the
 //! configured embedder, a page at a time, while servers keep answering
-//! (docs/behavior.md#reembed). The store keeps each page's vectors apart until the switch
+//! (docs/stores.md#reembed). The store keeps each page's vectors apart until the switch
 //! (`store/reembed.rs`), so a run that stops loses nothing: the next one goes on.
 
 use std::process::ExitCode;

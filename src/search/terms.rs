@@ -1,4 +1,4 @@
-//! The terms a text is indexed and searched by (docs/behavior.md#recall-by-words). Terms
+//! The terms a text is indexed and searched by (docs/ranking.md#recall-by-words). Terms
 //! are made here, not by a database's text parser, so every store and every script index
 //! the same words:
 //!

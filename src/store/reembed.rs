@@ -1,4 +1,4 @@
-//! A store's side of `mcp-memory reembed` (docs/behavior.md#reembed): new vectors are
+//! A store's side of `mcp-memory reembed` (docs/stores.md#reembed): new vectors are
 //! staged beside the memories, where no server reads them, a batch at a time and resumably,
 //! then put in place at once. SQLite and PostgreSQL switch in one transaction that also
 //! records the new model, so servers answer with the old vectors until it commits and then

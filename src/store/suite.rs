@@ -487,7 +487,7 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
             .unwrap(),
         known(in_c1)
     );
-    // A project write is never swallowed by a thread's private note (docs/behavior.md#duplicates).
+    // A project write is never swallowed by a thread's private note (docs/ranking.md#duplicates).
     let project = store_one(
         store,
         "acme",

@@ -5,7 +5,7 @@
 //! date. A store provides those steps (`Steps`) inside whatever keeps another writer of the
 //! tenant out until it has committed: SQLite's write transaction, PostgreSQL's version row,
 //! S3's one write task, a test store's lock. A change to the duplicate rule or to
-//! `replaces` is made here, once (docs/behavior.md, "Duplicates").
+//! `replaces` is made here, once (docs/ranking.md, "Duplicates").
 
 use crate::dedup;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -60,7 +60,7 @@ pub async fn remember<S: Steps>(
     match dedup::judge(&memory, &neighbours, rule) {
         // Nothing is written, but what it was to replace is deleted all the same: the
         // caller said that memory is wrong, and the neighbour says what it should
-        // (docs/behavior.md, "remember").
+        // (docs/tools.md, "remember").
         dedup::Verdict::Repeat(existing) => {
             if let (Some(found), Some(id)) = (replaced, &memory.replaces) {
                 steps.delete(found).await?;

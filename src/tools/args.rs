@@ -1,4 +1,4 @@
-//! The tool layer of argument validation (docs/behavior.md#validation): the rules the
+//! The tool layer of argument validation (docs/tools.md#validation): the rules the
 //! schema admits but a tool must still refuse, such as blank strings and out-of-range
 //! limits. Types were checked by the schema layer and read by each tool's typed `Args`.
 

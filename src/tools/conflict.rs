@@ -1,5 +1,5 @@
 //! Asking the user about a memory that nearly repeats another with a different value
-//! (docs/behavior.md#asking-before-a-conflicting-memory-stays), for 2026-07-28 clients that can
+//! (docs/tools.md#asking-before-a-conflicting-memory-stays), for 2026-07-28 clients that can
 //! be asked (elicitation). `remember` stores the new memory beside the similar one as it always
 //! does, then the user chooses: replace the old one, keep both, or discard the new one. Stored
 //! first, so a question never answered loses nothing: both stay, as without asking.

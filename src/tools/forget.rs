@@ -1,5 +1,5 @@
 //! `forget`: delete one memory by id. Another tenant's id, or another conversation's
-//! note, is simply not there (docs/behavior.md#forget).
+//! note, is simply not there (docs/tools.md#forget).
 
 use async_trait::async_trait;
 use serde::Deserialize;

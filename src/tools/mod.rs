@@ -1,5 +1,5 @@
 //! The tools, protocol-neutral: the MCP layer hands over a tool name, arguments and the
-//! caller's identity, and gets back text and an error flag (docs/behavior.md#tools). Each
+//! caller's identity, and gets back text and an error flag (docs/tools.md#tools). Each
 //! tool is one file holding its definition (name, description, parameters), its typed
 //! arguments and its `run`; the catalogue and the dispatch are both built from one list,
 //! `ToolService::new`, as rmcp's tool router and mini-redis' commands are.
@@ -126,7 +126,7 @@ impl ToolService {
 
     /// Counts one use of each of `used` for `ctx`. The answer is already found: a failure
     /// to count is logged and counted in the metrics, never the caller's error
-    /// (docs/behavior.md#usage-recording).
+    /// (docs/ranking.md#usage-recording).
     async fn count_uses(&self, ctx: &RequestContext, tool: &str, used: &[&Memory], at: i64) {
         let visibility = ctx.visibility();
         let counted = self.store.record_access(&ctx.tenant, &visibility, used, at);
@@ -179,7 +179,7 @@ fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
 }
 
 /// What a tool found: the text the model reads, and the same answer as data for programs
-/// (`structuredContent`, matching the tool's `outputSchema`; docs/behavior.md#structured-results).
+/// (`structuredContent`, matching the tool's `outputSchema`; docs/protocol.md#structured-results).
 pub struct Answer {
     text: String,
     data: Value,
@@ -299,7 +299,7 @@ pub fn quote(text: &str, chars: usize) -> String {
 }
 
 /// Runs the tool `name` for the caller. Never fails at the protocol level: every problem
-/// is a result with `is_error` set, in the order docs/behavior.md#validation gives.
+/// is a result with `is_error` set, in the order docs/tools.md#validation gives.
 pub async fn call(
     service: &ToolService,
     name: &str,
@@ -359,7 +359,7 @@ async fn answer(
 
     let started = Instant::now();
     // A dependency that hangs past its own timeout, or a pile of them, still ends here
-    // (docs/behavior.md#deadlines).
+    // (docs/protocol.md#deadlines).
     let outcome = tokio::time::timeout(service.deadline, tool.run(service, ctx, args))
         .await
         .unwrap_or_else(|_| {

@@ -1,4 +1,4 @@
-//! The prompts a client offers as slash commands (docs/behavior.md#prompts), protocol-neutral.
+//! The prompts a client offers as slash commands (docs/tools.md#prompts), protocol-neutral.
 //! Each returns one user message; what memories say is carried in it as quoted data, never
 //! as the message's own instructions.
 

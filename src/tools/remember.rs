@@ -194,7 +194,7 @@ async fn remember(
 }
 
 /// The stored memories that say nearly what the new one says but differ in a value or a
-/// word (docs/behavior.md#duplicate-rule): both are kept, and the agent is told how to
+/// word (docs/ranking.md#duplicate-rule): both are kept, and the agent is told how to
 /// keep only the new one if it is a correction.
 fn similar_memories(out: &mut String, similar: &[crate::memory::Memory]) {
     let (n, first) = (similar.len(), &similar[0].id);
@@ -214,7 +214,7 @@ fn similar_memories(out: &mut String, similar: &[crate::memory::Memory]) {
     render::list(out, similar.iter().map(|m| (m, None)));
 }
 
-/// docs/behavior.md#remember, first failure wins.
+/// docs/tools.md#remember, first failure wins.
 fn validate(ctx: &RequestContext, args: Args) -> Result<NewMemory, ToolError> {
     let content = memory::content(&args.content)?;
     let category = memory::category(args.category.as_deref())?;

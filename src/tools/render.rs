@@ -1,4 +1,4 @@
-//! How memories read in tool answers (docs/behavior.md#rendering-a-memory).
+//! How memories read in tool answers (docs/tools.md#rendering-a-memory).
 
 use std::fmt::Write;
 

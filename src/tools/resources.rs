@@ -1,4 +1,4 @@
-//! Memories as MCP resources (docs/behavior.md#resources), protocol-neutral: what a client that
+//! Memories as MCP resources (docs/tools.md#resources), protocol-neutral: what a client that
 //! shows resources (a picker, an @-mention) lists and reads. The caller's identity and
 //! visibility are exactly the tools': another tenant's or conversation's memory is not found,
 //! as a missing one is. Reading a memory is not a use of it (as listing is not). The memory
@@ -15,7 +15,7 @@ pub const STATS: &str = "memory://stats";
 const SCHEME: &str = "memory://";
 
 /// A memory as a resource: in `resources/list`, and as a `resource_link` in what `recall`
-/// finds (docs/behavior.md#resources).
+/// finds (docs/tools.md#resources).
 pub fn resource(memory: &crate::memory::Memory) -> Value {
     json!({
         "uri": format!("{SCHEME}{}", memory.id),

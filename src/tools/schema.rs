@@ -1,6 +1,6 @@
 //! What a tool declares: its name, a description written for a model, and its parameters,
 //! from which come both the JSON Schema `tools/list` shows and the schema layer of argument
-//! validation (docs/behavior.md#validation), so the two cannot drift. Once the schema layer
+//! validation (docs/tools.md#validation), so the two cannot drift. Once the schema layer
 //! has passed, the arguments are read into the tool's own typed `Args` (`parse`).
 
 use serde::de::DeserializeOwned;
@@ -33,19 +33,19 @@ pub struct Definition {
     /// Whether it reaches past this server's memories (the documentation library).
     pub open_world: bool,
     /// The MCP Apps resource (`ui://…`) a host shows this tool's result in, for clients that
-    /// declare the extension (docs/behavior.md#the-memory-browser).
+    /// declare the extension (docs/tools.md#the-memory-browser).
     pub app: Option<&'static str>,
     /// The JSON Schema of the tool's `structuredContent`.
     pub output: fn() -> Value,
 }
 
 /// What a tool does to memories: what its annotations tell a client (to skip confirming a
-/// read, to warn before a deletion), and what a credential needs (docs/behavior.md#scopes).
+/// read, to warn before a deletion), and what a credential needs (docs/protocol.md#scopes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
     Reads,
     /// Writes a memory; with `replaces` it removes the one it corrects, so it may destroy
-    /// (MCP's `destructiveHint`: "may perform destructive updates"; docs/behavior.md#annotations).
+    /// (MCP's `destructiveHint`: "may perform destructive updates"; docs/tools.md#annotations).
     Adds,
     /// Deletes a memory: destructive, and the same again changes nothing (idempotent).
     Deletes,

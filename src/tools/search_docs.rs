@@ -1,4 +1,4 @@
-//! `search_docs`: passages from the shared documentation library (docs/behavior.md#search_docs). Offered
+//! `search_docs`: passages from the shared documentation library (docs/tools.md#search_docs). Offered
 //! only when a knowledge base is configured. The tenant header is still required, but the
 //! library is the same for every tenant.
 

@@ -1,4 +1,4 @@
-// The memory browser (docs/behavior.md#the-memory-browser): one page, reached two ways.
+// The memory browser (docs/tools.md#the-memory-browser): one page, reached two ways.
 // At /ui/ it calls the server's tools by POST to /ui/mcp; inside an MCP Apps host's frame it
 // asks the host to call them (postMessage JSON-RPC). Everything a memory holds is written
 // with textContent, never as HTML, so a memory that contains markup shows as text.

@@ -1,4 +1,4 @@
-//! The memory browser (docs/behavior.md#the-memory-browser): one page for a person to see,
+//! The memory browser (docs/tools.md#the-memory-browser): one page for a person to see,
 //! search and correct what the agent remembered. Its three files are served as they are at
 //! `/ui/` (`http::ui`), and as one document, script and style inside, for the hosts of MCP
 //! Apps (`tools::resources`), which load a single resource into a frame.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real OAuth 2.1 authorization server for the tests: `oidc-provider` on the Node 22 the
-# interop tests install (docs/architecture.md#testing; ../shared facts in docs/behavior.md#oauth).
+# interop tests install (docs/architecture.md#testing; ../shared facts in docs/protocol.md#oauth).
 #
 #   provider.sh --install                        install it (and Node 22) if missing
 #   provider.sh run --port P --keys FILE [--rotate]

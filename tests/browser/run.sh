@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The memory browser in a real browser (docs/behavior.md#the-memory-browser): Debian's
+# The memory browser in a real browser (docs/tools.md#the-memory-browser): Debian's
 # Chromium, driven by playwright-core, against the release binary on the e5 model, with keys
 # bound to tenants. browse.mjs checks the page at /ui/ and the MCP App inside a minimal host
 # page, and keeps screenshots in ARTIFACTS (default: $TARGET/browser).

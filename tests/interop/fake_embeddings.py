@@ -3,7 +3,7 @@
 
 POST /v1/embeddings with {"model": ..., "input": "<text>"} answers
 {"data": [{"embedding": [...]}], ...} using the deterministic fake embedder of
-docs/behavior.md#test-embedder, so the server's similarity numbers are the ones the spec's
+docs/embeddings.md#test-embedder, so the server's similarity numbers are the ones the spec's
 fixtures were measured with (9 of 10 shared words -> 0.93, unrelated -> ~0).
 
 Usage: fake_embeddings.py [--port N]   (N = 0 picks a free port)

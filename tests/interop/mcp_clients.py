@@ -10,8 +10,8 @@ DATABASE_URL, EMBEDDING_* and RECALL_* variables.
 
 Over HTTP, MCP_TOKEN (when set) is sent as the bearer token.
 
-Each MODE (and transport) uses its own tenant, so every run can share one database. The client is used exactly as in docs/behavior.md#interop-and-conformance; the texts
-asserted are the user-visible ones fixed by docs/behavior.md#tools (labels and fragments the
+Each MODE (and transport) uses its own tenant, so every run can share one database. The client is used exactly as in docs/protocol.md#interop-and-conformance; the texts
+asserted are the user-visible ones fixed by docs/tools.md#tools (labels and fragments the
 spec says tests may rely on). Prints one line per passed check; on the first failed
 check prints what was expected and what came back, and exits 1.
 """
@@ -97,7 +97,7 @@ async def connect(target: str, mode: str, headers: dict[str, str], elicitation_c
 
 
 async def call(c: Checks, client, tool: str, args: dict, *, error: bool = False) -> str:
-    """Call a tool, check the result shape (docs/behavior.md#tool-call-results: one text block,
+    """Call a tool, check the result shape (docs/protocol.md#tool-call-results: one text block,
     then under 2026-07-28 a resource_link to each memory recall found) and whether it is an error
     as expected; return the text."""
     res = await client.call_tool(tool, args)
@@ -235,7 +235,7 @@ async def run(url: str, mode: str, c: Checks) -> None:
             c.ok("project memory_stats: still '1 memory for this project (project: 1)'",
                  "1 memory for this project (project: 1)" in t, t)
 
-            # docs/behavior.md#forget: forget applies visibility.
+            # docs/tools.md#forget: forget applies visibility.
             t = await call(c, a, "forget", {"id": note_id})
             c.ok("project forget of a conversation note: 'No memory with id'",
                  "No memory with id" in t, t)
@@ -251,7 +251,7 @@ async def run(url: str, mode: str, c: Checks) -> None:
         c.ok("forget again: 'No memory with id'", "No memory with id" in t, t)
 
     # --- D: under 2026-07-28 a client that can be asked is asked about a conflicting memory
-    # (docs/behavior.md#asking-before-a-conflicting-memory-stays); the SDK completes the call.
+    # (docs/tools.md#asking-before-a-conflicting-memory-stays); the SDK completes the call.
     if mode == "auto":
         asked = []
 
@@ -277,7 +277,7 @@ async def run(url: str, mode: str, c: Checks) -> None:
     if stdio:
         return
     async with connect(url, mode, {}) as anon:
-        # docs/behavior.md#identity-refusals: the handshake and the listing need no tenant.
+        # docs/identity.md#identity-refusals: the handshake and the listing need no tenant.
         await handshake(c, anon, mode, "client without tenant")
         t = await call(c, anon, "recall", {"query": "anything"}, error=True)
         c.ok("recall without tenant: 'x-memory-tenant header is required'",

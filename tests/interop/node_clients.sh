@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The TypeScript SDK and the MCP Inspector's CLI against mcp-memory, over Streamable HTTP
-# and over stdio (docs/behavior.md#interop-and-conformance).
+# and over stdio (docs/protocol.md#interop-and-conformance).
 #
 #   node_clients.sh --install                    install them (on conformance.sh's Node 22)
 #   node_clients.sh ts TRANSPORT TARGET           ts_client.mjs: every tool

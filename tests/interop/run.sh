@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interop tests: real MCP clients (the Python and TypeScript SDKs and the Inspector's CLI,
 # over HTTP and over stdio) and the official conformance suite against the built
-# mcp-memory binary (docs/architecture.md#testing; docs/behavior.md#interop-and-conformance).
+# mcp-memory binary (docs/architecture.md#testing; docs/protocol.md#interop-and-conformance).
 #
 #   bash tests/interop/run.sh path/to/mcp-memory
 #
@@ -72,7 +72,7 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Fake embedder of docs/behavior.md#test-embedder; it prints its port once it is listening.
+# Fake embedder of docs/embeddings.md#test-embedder; it prints its port once it is listening.
 python3 "$HERE/fake_embeddings.py" --port 0 >"$TMP/embed.out" 2>"$TMP/embed.err" &
 EMBED_PID=$!
 for _ in $(seq 1 100); do [[ -s "$TMP/embed.out" ]] && break; sleep 0.1; done
@@ -83,7 +83,7 @@ PORT="$(free_port)"
 URL="http://127.0.0.1:$PORT/mcp"
 # MCP_API_KEY / KNOWLEDGE_BASE_ID from the caller's environment would change what the
 # clients see (401s, a sixth tool), so they are removed. The Origin allowlist holds the
-# server's own loopback origins: the DNS-rebinding scenario needs them accepted (docs/behavior.md#http-edge).
+# server's own loopback origins: the DNS-rebinding scenario needs them accepted (docs/protocol.md#http-edge).
 # HOST keeps the test server on loopback (the server's default too).
 # What every server of the run is configured with, over HTTP and over stdio.
 SERVER_ENV=(

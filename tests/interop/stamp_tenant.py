@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A gateway in front of the server, as a platform's is: every request is forwarded with
 `X-Tenant-Id` stamped, so that clients that send no header of their own (the conformance
-suite) reach one tenant's memories (docs/behavior.md#interop-and-conformance).
+suite) reach one tenant's memories (docs/protocol.md#interop-and-conformance).
 
 Usage: stamp_tenant.py UPSTREAM_ORIGIN TENANT   (prints the port it listens on)
 """

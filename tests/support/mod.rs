@@ -1,5 +1,5 @@
 //! Test support: an OpenAI-compatible embeddings stub serving the deterministic embedder
-//! of docs/behavior.md#test-embedder, the real router on 127.0.0.1:0, and a small MCP client.
+//! of docs/embeddings.md#test-embedder, the real router on 127.0.0.1:0, and a small MCP client.
 #![allow(dead_code)] // each test crate uses its own part of this module
 
 #[cfg(feature = "s3")]
@@ -293,7 +293,7 @@ async fn embed(
 ) -> Response {
     let _counted = Counted::new(&requests);
     let _ = requests.open.subscribe().wait_for(|open| *open).await;
-    // The request shape of docs/behavior.md#openai-compatible: bearer key, model and input, no dimensions.
+    // The request shape of docs/embeddings.md#openai-compatible: bearer key, model and input, no dimensions.
     assert_eq!(headers["authorization"], "Bearer test-key");
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
     assert!(body["model"].is_string());

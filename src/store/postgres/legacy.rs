@@ -1,7 +1,7 @@
-//! Migration from the v0.8 layout (docs/behavior.md#legacy-migration: migrate, never drop). v0.8 kept each
+//! Migration from the v0.8 layout (docs/stores.md#legacy-migration: migrate, never drop). v0.8 kept each
 //! memory as `memories(tenant_id, id, embedding, metadata jsonb)` — the S3 Vectors
-//! metadata of docs/behavior.md#s3-vectors-records — and its access counters as JSON documents in an
-//! `objects(key, body, version)` table shaped like the S3 state bucket (docs/behavior.md#lock-free-counters):
+//! metadata of docs/stores.md#s3-vectors-records — and its access counters as JSON documents in an
+//! `objects(key, body, version)` table shaped like the S3 state bucket (docs/stores.md#lock-free-counters):
 //! `stats/<tenant>/merged.json` plus per-pod shards above its watermark. Everything is
 //! moved into the native table inside the caller's transaction, under the schema lock.
 
@@ -111,7 +111,7 @@ pub(super) async fn migrate(
     Ok(moved)
 }
 
-/// A v0.8 memory's metadata, read as tolerantly as v0.8 read it (docs/behavior.md#s3-vectors-records).
+/// A v0.8 memory's metadata, read as tolerantly as v0.8 read it (docs/stores.md#s3-vectors-records).
 struct Record {
     content: String,
     memory_type: String,
@@ -220,7 +220,7 @@ fn fold(objects: &[(String, String)]) -> HashMap<(String, String), Usage> {
         if name <= watermarks.get(tenant).map(String::as_str).unwrap_or("") {
             continue;
         }
-        // An unreadable shard is skipped, never guessed at (docs/behavior.md#lock-free-counters).
+        // An unreadable shard is skipped, never guessed at (docs/stores.md#lock-free-counters).
         if let Ok(shard) = serde_json::from_str::<Value>(body) {
             add_deltas(&mut usage, tenant, &shard);
         }
@@ -233,7 +233,7 @@ fn add_deltas(usage: &mut HashMap<(String, String), Usage>, tenant: &str, deltas
         return;
     };
     for (id, entry) in entries {
-        // One bad entry does not poison the rest (docs/behavior.md#lock-free-counters).
+        // One bad entry does not poison the rest (docs/stores.md#lock-free-counters).
         let (Some(access), Some(last_at)) = (
             entry["access"].as_f64(),
             entry["lastAt"].as_str().and_then(parse_ms),

@@ -1,5 +1,5 @@
 //! The on-premises store: one native `memories` table in PostgreSQL with pgvector
-//! (docs/behavior.md#postgresql). The tenant and the request's visibility are in every
+//! (docs/stores.md#postgresql). The tenant and the request's visibility are in every
 //! statement; counters live in the row and move by one atomic UPDATE; the schema is
 //! created (and a v0.8 database migrated) at boot under an advisory lock, so replicas
 //! starting together do not race. Searches (the exact scan and keyword matching) run in

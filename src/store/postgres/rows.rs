@@ -12,7 +12,7 @@ use crate::search::{Found, SearchIndex};
 use crate::store::StoreError;
 
 /// `$2` is the request's conversation or NULL, `$3` its instant in epoch milliseconds
-/// (docs/behavior.md#visibility).
+/// (docs/identity.md#visibility).
 pub(super) const VISIBLE: &str = "(scope = 'project' OR (scope = 'conversation' AND $2::text IS NOT NULL AND conversation = $2)) \
      AND (expires_at IS NULL OR expires_at > to_timestamp($3::double precision / 1000))";
 /// Times travel as epoch milliseconds, exactly (extract gives numeric since PostgreSQL 14).

@@ -1,4 +1,4 @@
-//! Access counters without a lock (docs/behavior.md#lock-free-counters). Each pod counts in memory, and every
+//! Access counters without a lock (docs/stores.md#lock-free-counters). Each pod counts in memory, and every
 //! flush writes its deltas to a shard object only it ever writes. Readers add the shards
 //! above the merged file's watermark to the merged counts. A pod folds old shards into
 //! the merged file with a compare-and-swap, so pods never wait for each other; a lost race
@@ -7,7 +7,7 @@
 //! Two choices beyond the original, both so that leftovers can never be counted or crowd
 //! out live shards: shards are listed starting *after* the watermark (an absorbed shard a
 //! dead pod failed to delete is never listed again), and an unreadable shard is skipped,
-//! logged and never folded (docs/behavior.md#lock-free-counters). Once the watermark passes it, it stays in the
+//! logged and never folded (docs/stores.md#lock-free-counters). Once the watermark passes it, it stays in the
 //! bucket for the operator to inspect, ignored.
 
 use std::collections::{HashMap, HashSet};

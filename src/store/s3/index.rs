@@ -1,4 +1,4 @@
-//! The recency index in the state bucket (docs/behavior.md#recency-index): one empty object per memory
+//! The recency index in the state bucket (docs/stores.md#recency-index): one empty object per memory
 //! whose key sorts newest first under the tenant's prefix and carries everything listing,
 //! counting and the expiry sweep need (id, type, for a conversation's note a digest of the
 //! conversation, and for a memory that expires its expiry), so none has to read a memory.

@@ -1,4 +1,4 @@
-//! The AWS store (docs/behavior.md#s3): memories in S3 Vectors, and in an ordinary state bucket
+//! The AWS store (docs/stores.md#s3): memories in S3 Vectors, and in an ordinary state bucket
 //! a recency index (for listing and counting) and usage counters that need no lock. Nothing
 //! is updated in place, and nothing is called at boot: a missing bucket shows up as a tool
 //! error on first use, never as a pod that will not start.

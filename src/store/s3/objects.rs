@@ -1,4 +1,4 @@
-//! The four object operations the state bucket needs (docs/behavior.md#s3), behind a small
+//! The four object operations the state bucket needs (docs/stores.md#s3), behind a small
 //! trait so that the counters' compare-and-swap paths can be driven by a stub as well as
 //! by S3.
 

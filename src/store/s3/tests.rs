@@ -529,7 +529,7 @@ async fn every_use_counts_exactly_once_across_pods() {
         make("a", Arc::clone(&bucket), 0),
         make("b", Arc::clone(&bucket), 0),
         // Just within the lag: shards stamped exactly `now - lag` may be folded by another
-        // pod before they land (docs/behavior.md#lock-free-counters folds at `<= now - lag`), and one that
+        // pod before they land (docs/stores.md#lock-free-counters folds at `<= now - lag`), and one that
         // lands after the fold, below the watermark, is never read again.
         make("behind", Arc::clone(&bucket), -59_000),
         make(

@@ -1,4 +1,4 @@
-//! The memories themselves, in an S3 Vectors index (docs/behavior.md#s3): one vector per
+//! The memories themselves, in an S3 Vectors index (docs/stores.md#s3): one vector per
 //! memory under `<tenant>#<id>`, with the body in its metadata so that recall is a single
 //! QueryVectors call. The index is created outside the server with `content`, `createdAt`,
 //! `tags` and `trustBase` non-filterable.
@@ -17,7 +17,7 @@ use crate::memory::{Conversation, Memory, MemoryType, Scope, Tenant, iso};
 const TOP_K_MAX: usize = 100;
 const GET_BATCH: usize = 100;
 const DELETE_BATCH: usize = 500;
-/// Budgets of the metadata's JSON text; "KB" taken as 1,000 to keep a margin (docs/behavior.md#s3).
+/// Budgets of the metadata's JSON text; "KB" taken as 1,000 to keep a margin (docs/stores.md#s3).
 const FILTERABLE_BYTES: usize = 2_000;
 const METADATA_BYTES: usize = 40_000;
 const CONTENT_BYTES: usize = 32_000;
@@ -272,7 +272,7 @@ pub fn metadata(tenant: &Tenant, memory: &Memory) -> Value {
     Value::Object(m)
 }
 
-/// The index's size limits, checked before any call (docs/behavior.md#s3). The tool layer's
+/// The index's size limits, checked before any call (docs/stores.md#s3). The tool layer's
 /// own limits leave only JSON escaping to trip these: a body full of quotes or newlines
 /// serialises far larger than it reads.
 pub fn check_budget(metadata: &Value) -> Result<(), StoreError> {

@@ -5,7 +5,7 @@ use rusqlite::{Connection, Row, params};
 
 use crate::memory::{Conversation, Memory, MemoryType, Scope, Visibility};
 
-/// `?2` is the request's conversation or NULL, `?3` its instant (docs/behavior.md#visibility).
+/// `?2` is the request's conversation or NULL, `?3` its instant (docs/identity.md#visibility).
 pub(super) const VISIBLE: &str = "(scope = 'project' OR (?2 IS NOT NULL AND conversation = ?2)) \
      AND (expires_at IS NULL OR expires_at > ?3)";
 /// A memory whole, read `FROM {MEMORIES}`: its counters add up both tables, at most

@@ -1,4 +1,4 @@
-//! The counter properties of docs/behavior.md#lock-free-counters on an in-memory bucket whose conditional
+//! The counter properties of docs/stores.md#lock-free-counters on an in-memory bucket whose conditional
 //! writes behave as S3's do, and whose failures can be injected (S3 itself, through the
 //! emulator, is exercised in `tests.rs`).
 
