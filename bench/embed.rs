@@ -1,7 +1,7 @@
 //! Embedding speed of the in-process model: load time, one short query at a time (p50,
 //! p95), batched throughput, and resident memory with the model loaded.
 //!
-//!     make models && cargo bench --bench embed [-- MODEL_DIR [--kernel=portable|avx2|avx512]
+//!     make models && cargo bench --bench embed [-- MODEL_DIR [--kernel=portable|avx2|avx512|neon]
 //!         [--precision=f32|int8]]
 //!
 //! The default model is MiniLM, the default kernel the fastest this CPU runs, the default

@@ -174,7 +174,7 @@ pub struct Variables {
     /// its API key (openai) [default: unset]
     #[arg(long, env = "EMBEDDING_API_KEY", value_parser = text, hide_env_values = true)]
     pub embedding_api_key: Option<String>,
-    /// the in-process model's arithmetic (local): portable, avx2 or avx512 [default: the
+    /// the in-process model's arithmetic (local): portable, avx2, avx512 or neon [default: the
     /// fastest this CPU runs]
     #[arg(long, env = "EMBEDDING_KERNEL", value_parser = text)]
     pub embedding_kernel: Option<String>,
@@ -357,9 +357,10 @@ impl Variables {
                     && !chosen
                 {
                     return Err("EMBEDDING_PRECISION=int8 needs a CPU with VNNI (AVX-512 VNNI or \
-                                AVX-VNNI), and this one runs the portable kernel, where int8 is \
-                                slower than f32; unset EMBEDDING_PRECISION, or set \
-                                EMBEDDING_KERNEL=portable to run it anyway"
+                                AVX-VNNI; on ARM, the dot-product extension), and this one runs \
+                                the portable kernel, where int8 is slower than f32; unset \
+                                EMBEDDING_PRECISION, or set EMBEDDING_KERNEL=portable to run it \
+                                anyway"
                         .into());
                 }
                 Ok(Settings::Local {

@@ -1,36 +1,47 @@
 //! The weight products in eight bits (docs/models.md, "int8 products"), for
 //! `EMBEDDING_PRECISION=int8`: weights and activations in signed bytes, 32 to a block with
-//! one f32 scale each, multiplied four bytes at a time by AVX-512 VNNI (`vpdpbusd`) and summed
-//! in 32-bit integers within a block. e5's q4 weights become bytes exactly (a nibble − 8);
+//! one f32 scale each, multiplied four bytes at a time by AVX-512 VNNI or AVX-VNNI
+//! (`vpdpbusd`), or by NEON's dot-product extension (`SDOT`), and summed in 32-bit integers
+//! within a block. e5's q4 weights become bytes exactly (a nibble − 8);
 //! f32 weights and every activation are rounded to 1/127 of their block's largest value, so
 //! the vectors move (by about 1e-3 in cosine), which is why it is a setting.
 //!
 //! `vpdpbusd` multiplies unsigned bytes by signed ones: activations are kept as `q + 128`,
 //! and each block's `128 × Σ weights` is taken away again by starting the sum from it.
+//! `SDOT` multiplies signed bytes, and flips the activations back as it loads them.
 
-use crate::kernels::Kernel;
+#[cfg(target_arch = "aarch64")]
+use crate::arch::aarch64::int8 as aarch64;
+#[cfg(target_arch = "x86_64")]
+use crate::arch::x86_64::int8 as x86_64;
+use crate::kernels::{Isa, Kernel};
 
 /// Whether `kernel` has int8 products: AVX-512 with AVX-512 VNNI, AVX2 with AVX-VNNI (Alder
-/// Lake and later, Zen 5), and the portable kernel (which defines them, and is slow). Without
-/// VNNI, byte products would be slower than f32 ones (docs/models.md, "int8 products").
+/// Lake and later, Zen 5), NEON with the dot-product extension (Apple M1 and later, Graviton
+/// 2 and later), and the portable kernel (which defines them, and is slow). Without them,
+/// byte products would be slower than f32 ones (docs/models.md, "int8 products").
 pub fn runs_on(kernel: Kernel) -> bool {
-    match kernel.isa() {
-        crate::kernels::Isa::Portable => true,
-        #[cfg(target_arch = "x86_64")]
-        crate::kernels::Isa::Avx512 => is_x86_feature_detected!("avx512vnni"),
-        #[cfg(target_arch = "x86_64")]
-        crate::kernels::Isa::Avx2 => is_x86_feature_detected!("avxvnni"),
-        #[allow(unreachable_patterns)]
-        _ => false,
+    #[cfg(target_arch = "x86_64")]
+    return crate::arch::x86_64::int8_products(kernel.isa());
+    #[cfg(target_arch = "aarch64")]
+    return crate::arch::aarch64::int8_products(kernel.isa());
+    #[allow(unreachable_code)]
+    {
+        let _ = kernel;
+        true
     }
 }
 
 /// The CPU feature `kernel` needs for int8 products, as its makers name it.
 pub fn needs(kernel: Kernel) -> &'static str {
     match kernel.isa() {
-        crate::kernels::Isa::Avx512 => "AVX-512 VNNI",
-        crate::kernels::Isa::Avx2 => "AVX-VNNI",
-        crate::kernels::Isa::Portable => "nothing",
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => "AVX-512 VNNI",
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => "AVX-VNNI",
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => "the dot-product extension (FEAT_DotProd)",
+        Isa::Portable => "nothing",
     }
 }
 
@@ -66,11 +77,11 @@ pub const BLOCK: usize = 32;
 /// the four rows' `−32 × Σ bytes` (a quarter of the offset each of a row's four lanes starts
 /// from).
 pub struct Packed {
-    rows: usize,
-    cols: usize,
-    bytes: Vec<i8>,
-    scales: Vec<f32>,
-    offsets: Vec<i32>,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) bytes: Vec<i8>,
+    pub(crate) scales: Vec<f32>,
+    pub(crate) offsets: Vec<i32>,
 }
 
 impl Packed {
@@ -124,22 +135,23 @@ impl Packed {
         assert_eq!(x.cols, self.cols, "activations as wide as the weights");
         assert_eq!(bias.len(), self.rows);
         assert_eq!(out.len(), x.rows() * self.rows);
-        #[cfg(target_arch = "x86_64")]
         if runs_on(kernel) {
             match kernel.isa() {
-                // SAFETY (both): the CPU has the kernel's features and VNNI (checked); the
-                // sizes are asserted above.
-                crate::kernels::Isa::Avx512 => {
-                    return unsafe { x86::product_avx512_vnni(self, x, bias, out) };
+                // SAFETY (all): the CPU has the kernel's features and its int8 products
+                // (checked); the sizes are asserted above.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => {
+                    return unsafe { x86_64::product_avx512_vnni(self, x, bias, out) };
                 }
-                crate::kernels::Isa::Avx2 => {
-                    return unsafe { x86::product_avx_vnni(self, x, bias, out) };
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => {
+                    return unsafe { x86_64::product_avx_vnni(self, x, bias, out) };
                 }
-                crate::kernels::Isa::Portable => {}
+                #[cfg(target_arch = "aarch64")]
+                Isa::Neon => return unsafe { aarch64::product_sdot(self, x, bias, out) },
+                Isa::Portable => {}
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = kernel;
         product_portable(self, x, bias, out);
     }
 }
@@ -148,9 +160,9 @@ impl Packed {
 /// block's largest magnitude over 127.
 #[derive(Default)]
 pub struct Activations {
-    cols: usize,
-    bytes: Vec<u8>,
-    scales: Vec<f32>,
+    pub(crate) cols: usize,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) scales: Vec<f32>,
 }
 
 impl Activations {
@@ -174,10 +186,11 @@ fn quantize_activations(kernel: Kernel, x: &[f32], bytes: &mut [u8], scales: &mu
     match kernel.isa() {
         // SAFETY (both): the CPU has the kernel's features; the sizes are as `quantize`
         // makes them.
-        crate::kernels::Isa::Avx512 => return unsafe { x86::quantize_avx512(x, bytes, scales) },
-        crate::kernels::Isa::Avx2 => return unsafe { x86::quantize_avx2(x, bytes, scales) },
-        crate::kernels::Isa::Portable => {}
+        Isa::Avx512 => return unsafe { x86_64::quantize_avx512(x, bytes, scales) },
+        Isa::Avx2 => return unsafe { x86_64::quantize_avx2(x, bytes, scales) },
+        Isa::Portable => {}
     }
+    // NEON's is the loop below, vectorised for it (AArch64's baseline).
     #[cfg(not(target_arch = "x86_64"))]
     let _ = kernel;
     for ((values, bytes), scale) in x
@@ -198,7 +211,7 @@ fn quantize_activations(kernel: Kernel, x: &[f32], bytes: &mut [u8], scales: &mu
 /// or 0 where that is not finite (a block of zeros, or one so small that the quotient
 /// overflows), so that every kernel rounds such a block to zeros alike.
 #[inline(always)]
-fn inverse(largest: f32) -> f32 {
+pub(crate) fn inverse(largest: f32) -> f32 {
     let inverse = 127.0 / largest;
     if inverse.is_finite() { inverse } else { 0.0 }
 }
@@ -237,208 +250,6 @@ fn product_portable(w: &Packed, x: &Activations, bias: &[f32], out: &mut [f32]) 
                 sum += dot as f32 * (w.scales[i] * x.scales[r * blocks + b]);
             }
             out[r * n + j] = sum + bias[j];
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use super::{Activations, BLOCK, Packed};
-
-    /// `quantize_activations`, two registers a block; the conversion rounds to nearest
-    /// even, as the portable `round_ties_even`.
-    ///
-    /// SAFETY: the CPU has AVX-512 F/BW/VL; `x` and `bytes` hold `scales.len()` blocks.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-    pub unsafe fn quantize_avx512(x: &[f32], bytes: &mut [u8], scales: &mut [f32]) {
-        assert!(x.len() >= scales.len() * BLOCK && bytes.len() >= scales.len() * BLOCK);
-        let offset = _mm512_set1_epi32(128);
-        for (b, scale) in scales.iter_mut().enumerate() {
-            // SAFETY: block b lies within x and bytes (asserted).
-            unsafe {
-                let first = _mm512_loadu_ps(x.as_ptr().add(b * BLOCK));
-                let last = _mm512_loadu_ps(x.as_ptr().add(b * BLOCK + 16));
-                let largest =
-                    _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(first), _mm512_abs_ps(last)));
-                let inverse = _mm512_set1_ps(super::inverse(largest));
-                *scale = largest / 127.0;
-                let to_byte = |v| {
-                    _mm512_cvtepi32_epi8(_mm512_add_epi32(
-                        _mm512_cvtps_epi32(_mm512_mul_ps(v, inverse)),
-                        offset,
-                    ))
-                };
-                let out = bytes.as_mut_ptr().add(b * BLOCK);
-                _mm_storeu_si128(out.cast(), to_byte(first));
-                _mm_storeu_si128(out.add(16).cast(), to_byte(last));
-            }
-        }
-    }
-
-    /// `quantize_avx512` in four registers of eight.
-    ///
-    /// SAFETY: the CPU has AVX2; `x` and `bytes` hold `scales.len()` blocks.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn quantize_avx2(x: &[f32], bytes: &mut [u8], scales: &mut [f32]) {
-        assert!(x.len() >= scales.len() * BLOCK && bytes.len() >= scales.len() * BLOCK);
-        let sign = _mm256_set1_ps(-0.0);
-        // The two packs interleave the registers' halves: group i of four bytes is register
-        // i % 4's half i / 4, which this order puts back in sequence.
-        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        let flip = _mm256_set1_epi8(-128);
-        for (b, scale) in scales.iter_mut().enumerate() {
-            // SAFETY: block b lies within x and bytes (asserted).
-            unsafe {
-                let at = x.as_ptr().add(b * BLOCK);
-                let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(at.add(8 * i)));
-                let abs = v.map(|v| _mm256_andnot_ps(sign, v));
-                let m = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
-                let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-                let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-                let largest = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-                let inverse = _mm256_set1_ps(super::inverse(largest));
-                *scale = largest / 127.0;
-                let q = v.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, inverse)));
-                let words = (
-                    _mm256_packs_epi32(q[0], q[1]),
-                    _mm256_packs_epi32(q[2], q[3]),
-                );
-                let signed =
-                    _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words.0, words.1), order);
-                // q + 128 as an unsigned byte is q with its top bit flipped.
-                let out = _mm256_xor_si256(signed, flip);
-                _mm256_storeu_si256(bytes.as_mut_ptr().add(b * BLOCK).cast(), out);
-            }
-        }
-    }
-
-    /// `product_avx512_vnni` in registers of 256 bits (AVX-VNNI): each holds two weight rows,
-    /// so a block takes twice the instructions.
-    ///
-    /// SAFETY: the CPU has AVX2, FMA and AVX-VNNI; the sizes are as `Packed::product`
-    /// asserts.
-    #[target_feature(enable = "avx2,fma,avxvnni")]
-    pub unsafe fn product_avx_vnni(w: &Packed, x: &Activations, bias: &[f32], out: &mut [f32]) {
-        let (n, k, blocks, m) = (w.rows, w.cols, w.cols / BLOCK, x.rows());
-        let spread = [
-            _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
-            _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-        ];
-        for group in 0..n / 4 {
-            for i in (0..m).step_by(2) {
-                let rows: [usize; 2] = std::array::from_fn(|d| (i + d).min(m - 1));
-                let mut acc = [[_mm256_setzero_ps(); 2]; 2];
-                for b in 0..blocks {
-                    let at = group * blocks + b;
-                    // SAFETY: as in `product_avx512_vnni`.
-                    unsafe {
-                        let bytes = w.bytes.as_ptr().add(at * 128);
-                        let offsets = _mm256_castsi128_si256(_mm_loadu_si128(
-                            w.offsets.as_ptr().add(at * 4).cast(),
-                        ));
-                        let scales =
-                            _mm256_castps128_ps256(_mm_loadu_ps(w.scales.as_ptr().add(at * 4)));
-                        for p in 0..2 {
-                            let low = _mm256_loadu_si256(bytes.add(32 * p).cast());
-                            let high = _mm256_loadu_si256(bytes.add(64 + 32 * p).cast());
-                            let start = _mm256_permutevar8x32_epi32(offsets, spread[p]);
-                            let scales = _mm256_permutevar8x32_ps(scales, spread[p]);
-                            for (d, &r) in rows.iter().enumerate() {
-                                let values = x.bytes.as_ptr().add(r * k + b * BLOCK);
-                                let first =
-                                    _mm256_broadcastsi128_si256(_mm_loadu_si128(values.cast()));
-                                let last = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-                                    values.add(16).cast(),
-                                ));
-                                let dot = _mm256_dpbusd_avx_epi32(start, first, low);
-                                let dot = _mm256_dpbusd_avx_epi32(dot, last, high);
-                                let scale = _mm256_mul_ps(
-                                    scales,
-                                    _mm256_set1_ps(*x.scales.get_unchecked(r * blocks + b)),
-                                );
-                                acc[d][p] =
-                                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[d][p]);
-                            }
-                        }
-                    }
-                }
-                for (d, acc) in acc.iter().enumerate().take(m - i) {
-                    for (p, acc) in acc.iter().enumerate() {
-                        let pairs = _mm256_add_ps(*acc, _mm256_permute_ps(*acc, 0b10_11_00_01));
-                        let fours = _mm256_add_ps(pairs, _mm256_permute_ps(pairs, 0b01_00_11_10));
-                        let mut lanes = [0f32; 8];
-                        // SAFETY: 8 floats.
-                        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), fours) };
-                        let at = (i + d) * n + group * 4 + 2 * p;
-                        out[at] = lanes[0] + bias[group * 4 + 2 * p];
-                        out[at + 1] = lanes[4] + bias[group * 4 + 2 * p + 1];
-                    }
-                }
-            }
-        }
-    }
-
-    /// Four rows of x against a group of four weight rows at a time. Each 128-bit lane of
-    /// a register is one weight row; its four 32-bit lanes hold a quarter of the block's
-    /// dot product each, started from a quarter of the block's offset.
-    ///
-    /// SAFETY: the CPU has AVX-512 F/BW/VL and VNNI; the sizes are as `Packed::product`
-    /// asserts.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-    pub unsafe fn product_avx512_vnni(w: &Packed, x: &Activations, bias: &[f32], out: &mut [f32]) {
-        let (n, k, blocks, m) = (w.rows, w.cols, w.cols / BLOCK, x.rows());
-        let spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-        for group in 0..n / 4 {
-            for i in (0..m).step_by(4) {
-                let rows: [usize; 4] = std::array::from_fn(|d| (i + d).min(m - 1));
-                let mut acc = [_mm512_setzero_ps(); 4];
-                for b in 0..blocks {
-                    let at = group * blocks + b;
-                    // SAFETY: block `at` has 128 bytes and four scales and offsets; each
-                    // row of x has k = 32 · blocks bytes and `blocks` scales.
-                    unsafe {
-                        let low = _mm512_loadu_si512(w.bytes.as_ptr().add(at * 128).cast());
-                        let high = _mm512_loadu_si512(w.bytes.as_ptr().add(at * 128 + 64).cast());
-                        let start = _mm512_permutexvar_epi32(
-                            spread,
-                            _mm512_castsi128_si512(_mm_loadu_si128(
-                                w.offsets.as_ptr().add(at * 4).cast(),
-                            )),
-                        );
-                        let scales = _mm512_permutexvar_ps(
-                            spread,
-                            _mm512_castps128_ps512(_mm_loadu_ps(w.scales.as_ptr().add(at * 4))),
-                        );
-                        for (d, &r) in rows.iter().enumerate() {
-                            let values = x.bytes.as_ptr().add(r * k + b * BLOCK);
-                            let first = _mm512_broadcast_i32x4(_mm_loadu_si128(values.cast()));
-                            let last =
-                                _mm512_broadcast_i32x4(_mm_loadu_si128(values.add(16).cast()));
-                            let dot = _mm512_dpbusd_epi32(start, first, low);
-                            let dot = _mm512_dpbusd_epi32(dot, last, high);
-                            let scale = _mm512_mul_ps(
-                                scales,
-                                _mm512_set1_ps(*x.scales.get_unchecked(r * blocks + b)),
-                            );
-                            acc[d] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[d]);
-                        }
-                    }
-                }
-                for (d, acc) in acc.iter().enumerate().take(m - i) {
-                    // Each 128-bit lane's four sums to its first: the weight row's product.
-                    let pairs = _mm512_add_ps(*acc, _mm512_permute_ps(*acc, 0b10_11_00_01));
-                    let fours = _mm512_add_ps(pairs, _mm512_permute_ps(pairs, 0b01_00_11_10));
-                    let mut lanes = [0f32; 16];
-                    // SAFETY: 16 floats.
-                    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), fours) };
-                    let at = (i + d) * n + group * 4;
-                    for c in 0..4 {
-                        out[at + c] = lanes[c * 4] + bias[group * 4 + c];
-                    }
-                }
-            }
         }
     }
 }

@@ -1,13 +1,17 @@
-//! The encoder's arithmetic, once portable and, on x86-64, once for AVX2 with FMA and once for
-//! AVX-512: a 4×4 tile of dot products (every matrix product of the model is rows of
+//! The encoder's arithmetic, once portable and once per instruction set of an architecture
+//! (`crate::arch`: AVX2 with FMA and AVX-512 on x86-64, NEON on AArch64): a 4×4 tile of dot products (every matrix product of the model is rows of
 //! activations against rows of weights), unpacking q4 weights to f32, and the element-wise
 //! steps (GELU, softmax, LayerNorm). One is picked per process ([`Kernel::best`]); each SIMD
 //! version is tested against the portable one on the machine that has it (tests below).
 //!
-//! The element-wise steps are written once, in plain Rust, and compiled three times inside
-//! functions that enable each instruction set ([`with_kernel!`]), so the compiler vectorises
-//! them for it; the tile and the unpacking, where that is not enough, are written with
-//! intrinsics.
+//! The element-wise steps are written once, in plain Rust, and compiled once per x86-64
+//! instruction set inside functions that enable it ([`with_kernel!`]), so the compiler
+//! vectorises them for it (NEON is every AArch64 target's baseline, so the plain build is
+//! NEON's); the tile and the unpacking, where that is not enough, are written with
+//! intrinsics, in `crate::arch`.
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use crate::arch;
 
 /// The instruction set the encoder's arithmetic runs on. Only this CPU's can be had
 /// ([`Kernel::available`], [`Kernel::named`]): running another would be undefined behaviour.
@@ -19,10 +23,18 @@ pub(crate) enum Isa {
     /// Plain Rust, for every CPU.
     Portable,
     /// x86-64 with AVX2 and FMA (Haswell, Zen and later).
+    #[cfg(target_arch = "x86_64")]
     Avx2,
     /// x86-64 with AVX-512 F, BW, DQ and VL (Skylake-SP, Ice Lake, Zen 4 and later).
+    #[cfg(target_arch = "x86_64")]
     Avx512,
+    /// AArch64 with Advanced SIMD (every 64-bit ARM CPU).
+    #[cfg(target_arch = "aarch64")]
+    Neon,
 }
+
+/// Every kernel's name, whichever CPU this is.
+const NAMES: [&str; 4] = ["portable", "avx2", "avx512", "neon"];
 
 impl Kernel {
     /// Plain Rust, which every CPU runs.
@@ -41,38 +53,23 @@ impl Kernel {
     pub fn available() -> Vec<Kernel> {
         let mut kernels = vec![Kernel(Isa::Portable)];
         #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                kernels.push(Kernel(Isa::Avx2));
-                if is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512dq")
-                    && is_x86_feature_detected!("avx512vl")
-                {
-                    kernels.push(Kernel(Isa::Avx512));
-                }
-            }
-        }
+        kernels.extend(arch::x86_64::kernels().into_iter().map(Kernel));
+        #[cfg(target_arch = "aarch64")]
+        kernels.extend(arch::aarch64::kernels().into_iter().map(Kernel));
         kernels
     }
 
-    /// The kernel called `name` (`portable`, `avx2`, `avx512`), if this CPU runs it.
+    /// The kernel called `name` (`portable`, `avx2`, `avx512`, `neon`), if this CPU runs it.
     pub fn named(name: &str) -> Result<Kernel, String> {
-        let kernel = match name {
-            "portable" => Kernel(Isa::Portable),
-            "avx2" => Kernel(Isa::Avx2),
-            "avx512" => Kernel(Isa::Avx512),
-            other => {
-                return Err(format!(
-                    "unknown kernel \"{other}\": portable, avx2 or avx512"
-                ));
-            }
-        };
-        if Kernel::available().contains(&kernel) {
-            Ok(kernel)
-        } else {
-            Err(format!("this CPU cannot run the {name} kernel"))
+        if let Some(kernel) = Kernel::available().into_iter().find(|k| k.name() == name) {
+            return Ok(kernel);
         }
+        if NAMES.contains(&name) {
+            return Err(format!("this CPU cannot run the {name} kernel"));
+        }
+        Err(format!(
+            "unknown kernel \"{name}\": portable, avx2, avx512 or neon"
+        ))
     }
 
     pub(crate) fn isa(self) -> Isa {
@@ -82,8 +79,12 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self.0 {
             Isa::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => "avx512",
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => "neon",
         }
     }
 
@@ -107,11 +108,11 @@ impl Kernel {
             // SAFETY: a kernel other than the portable one is only made where the CPU has
             // its features (`Kernel::available`; the type cannot be made otherwise); the rows lie within x and w (asserted above).
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { x86::products_avx2(x, stride, m, w, emit) },
+            Isa::Avx2 => unsafe { arch::x86_64::floats::products_avx2(x, stride, m, w, emit) },
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { x86::products_avx512(x, stride, m, w, emit) },
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => products_portable(x, stride, m, w, emit),
+            Isa::Avx512 => unsafe { arch::x86_64::floats::products_avx512(x, stride, m, w, emit) },
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => unsafe { arch::aarch64::floats::products_neon(x, stride, m, w, emit) },
         }
     }
 
@@ -124,11 +125,11 @@ impl Kernel {
             Isa::Portable => unpack_q4_portable(blocks, out),
             // SAFETY: as in `tile`; the lengths are asserted above.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { x86::unpack_q4_avx2(blocks, out) },
+            Isa::Avx2 => unsafe { arch::x86_64::floats::unpack_q4_avx2(blocks, out) },
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { x86::unpack_q4_avx512(blocks, out) },
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => unpack_q4_portable(blocks, out),
+            Isa::Avx512 => unsafe { arch::x86_64::floats::unpack_q4_avx512(blocks, out) },
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => unsafe { arch::aarch64::floats::unpack_q4_neon(blocks, out) },
         }
     }
 }
@@ -140,7 +141,7 @@ pub const Q4_BLOCK_BYTES: usize = 18;
 
 /// Four rows of x from row `i` (the last repeated past `m`), each `k` long.
 #[inline(always)]
-fn rows_at(x: &[f32], stride: usize, m: usize, i: usize, k: usize) -> [&[f32]; 4] {
+pub(crate) fn rows_at(x: &[f32], stride: usize, m: usize, i: usize, k: usize) -> [&[f32]; 4] {
     std::array::from_fn(|d| {
         let r = (i + d).min(m - 1) * stride;
         &x[r..r + k]
@@ -218,165 +219,6 @@ pub fn half(bits: u16) -> f32 {
         0 => f32::from_bits(sign) + f32::from_bits(sign | 0x3380_0000) * mantissa as f32,
         0x1f => f32::from_bits(sign | 0x7f80_0000 | (mantissa << 13)),
         _ => f32::from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13)),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use super::{Q4_BLOCK, Q4_BLOCK_BYTES, half};
-
-    /// SAFETY (both): the CPU has the features; rows of x and w lie within them
-    /// (`Kernel::products` asserts it).
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-    pub unsafe fn products_avx512(
-        x: &[f32],
-        stride: usize,
-        m: usize,
-        w: [&[f32]; 4],
-        mut emit: impl FnMut(usize, &[[f32; 4]; 4]),
-    ) {
-        let k = w[0].len();
-        let body = k - k % 16;
-        for i in (0..m).step_by(4) {
-            let x = super::rows_at(x, stride, m, i, k);
-            let mut acc = [[_mm512_setzero_ps(); 4]; 4];
-            let mut o = 0;
-            while o < body {
-                // SAFETY: o + 16 <= body <= k, the length of every row.
-                unsafe {
-                    let xs = x.map(|r| _mm512_loadu_ps(r.as_ptr().add(o)));
-                    for c in 0..4 {
-                        let wv = _mm512_loadu_ps(w[c].as_ptr().add(o));
-                        for r in 0..4 {
-                            acc[r][c] = _mm512_fmadd_ps(xs[r], wv, acc[r][c]);
-                        }
-                    }
-                }
-                o += 16;
-            }
-            let mut out = [[0f32; 4]; 4];
-            for r in 0..4 {
-                for c in 0..4 {
-                    out[r][c] = _mm512_reduce_add_ps(acc[r][c]);
-                    if body < k {
-                        out[r][c] += (body..k).map(|o| x[r][o] * w[c][o]).sum::<f32>();
-                    }
-                }
-            }
-            emit(i, &out);
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn products_avx2(
-        x: &[f32],
-        stride: usize,
-        m: usize,
-        w: [&[f32]; 4],
-        mut emit: impl FnMut(usize, &[[f32; 4]; 4]),
-    ) {
-        let k = w[0].len();
-        let body = k - k % 8;
-        for i in (0..m).step_by(4) {
-            let x = super::rows_at(x, stride, m, i, k);
-            let mut out = [[0f32; 4]; 4];
-            // Two rows at a time: 8 sums, 2 rows and a weight fit AVX2's 16 registers,
-            // where 16 sums would spill.
-            for pair in 0..2 {
-                let rows = [x[2 * pair], x[2 * pair + 1]];
-                let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-                let mut o = 0;
-                while o < body {
-                    // SAFETY: o + 8 <= body <= k.
-                    unsafe {
-                        let xs = rows.map(|r| _mm256_loadu_ps(r.as_ptr().add(o)));
-                        for c in 0..4 {
-                            let wv = _mm256_loadu_ps(w[c].as_ptr().add(o));
-                            for r in 0..2 {
-                                acc[r][c] = _mm256_fmadd_ps(xs[r], wv, acc[r][c]);
-                            }
-                        }
-                    }
-                    o += 8;
-                }
-                for r in 0..2 {
-                    for c in 0..4 {
-                        let mut sum = sum256(acc[r][c]);
-                        if body < k {
-                            sum += (body..k).map(|o| rows[r][o] * w[c][o]).sum::<f32>();
-                        }
-                        out[2 * pair + r][c] = sum;
-                    }
-                }
-            }
-            emit(i, &out);
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn sum256(v: __m256) -> f32 {
-        let four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-        let one = _mm_add_ss(two, _mm_shuffle_ps(two, two, 1));
-        _mm_cvtss_f32(one)
-    }
-
-    /// SAFETY (both unpackers): the CPU has the features; `out` holds 32 floats per block.
-    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-    pub unsafe fn unpack_q4_avx512(blocks: &[u8], out: &mut [f32]) {
-        let (low, eight) = (_mm512_set1_epi32(0x0f), _mm512_set1_epi32(8));
-        for (block, out) in blocks
-            .chunks_exact(Q4_BLOCK_BYTES)
-            .zip(out.chunks_exact_mut(Q4_BLOCK))
-        {
-            let scale = _mm512_set1_ps(half(u16::from_le_bytes([block[0], block[1]])));
-            // SAFETY: a block is 18 bytes, 16 of them from byte 2; out is 32 floats.
-            unsafe {
-                let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(block.as_ptr().add(2).cast()));
-                let lo = _mm512_sub_epi32(_mm512_and_si512(bytes, low), eight);
-                let hi = _mm512_sub_epi32(_mm512_srli_epi32(bytes, 4), eight);
-                _mm512_storeu_ps(
-                    out.as_mut_ptr(),
-                    _mm512_mul_ps(_mm512_cvtepi32_ps(lo), scale),
-                );
-                _mm512_storeu_ps(
-                    out.as_mut_ptr().add(16),
-                    _mm512_mul_ps(_mm512_cvtepi32_ps(hi), scale),
-                );
-            }
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn unpack_q4_avx2(blocks: &[u8], out: &mut [f32]) {
-        let (low, eight) = (_mm256_set1_epi32(0x0f), _mm256_set1_epi32(8));
-        for (block, out) in blocks
-            .chunks_exact(Q4_BLOCK_BYTES)
-            .zip(out.chunks_exact_mut(Q4_BLOCK))
-        {
-            let scale = _mm256_set1_ps(half(u16::from_le_bytes([block[0], block[1]])));
-            for part in 0..2 {
-                // SAFETY: 8 bytes at 2 + 8·part lie within the block; the four stores
-                // within the 32 floats of out.
-                unsafe {
-                    let bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                        block.as_ptr().add(2 + 8 * part).cast(),
-                    ));
-                    let lo = _mm256_sub_epi32(_mm256_and_si256(bytes, low), eight);
-                    let hi = _mm256_sub_epi32(_mm256_srli_epi32(bytes, 4), eight);
-                    _mm256_storeu_ps(
-                        out.as_mut_ptr().add(8 * part),
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(lo), scale),
-                    );
-                    _mm256_storeu_ps(
-                        out.as_mut_ptr().add(16 + 8 * part),
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(hi), scale),
-                    );
-                }
-            }
-        }
     }
 }
 

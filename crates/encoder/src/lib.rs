@@ -5,6 +5,7 @@
 //! It is its own crate so that it is optimised in every build profile: the server's tests
 //! run debug builds, and unoptimised arithmetic would make every model test minutes long.
 
+mod arch;
 mod encoder;
 mod files;
 mod gemma;
