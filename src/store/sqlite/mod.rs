@@ -244,11 +244,7 @@ impl SqliteStore {
         embedding: &[f32],
     ) -> Result<Remembered, StoreError> {
         let (tenant, rule) = (tenant.as_str().to_owned(), self.rule);
-        let (seen, at, visibility) = (
-            conversation_of(visibility),
-            visibility.at,
-            visibility.clone(),
-        );
+        let visibility = visibility.clone();
         let embedding = embedding.to_vec();
         let (recorded, pending) = (Arc::clone(&self.model), Arc::clone(&self.pending));
         self.with_conn(move |conn, indexes, width| {
@@ -266,7 +262,7 @@ impl SqliteStore {
             let steps = Transaction {
                 tx,
                 tenant: &tenant,
-                seen: (seen, at),
+                visibility: &visibility,
                 slot,
                 before,
                 indexes,
@@ -283,8 +279,7 @@ impl SqliteStore {
 struct Transaction<'a> {
     tx: rusqlite::Transaction<'a>,
     tenant: &'a str,
-    /// The writer's conversation and instant, as `VISIBLE` binds them.
-    seen: (Option<String>, i64),
+    visibility: &'a Visibility,
     slot: Arc<Slot<TenantIndex>>,
     before: Versions,
     indexes: &'a Indexes,
@@ -295,12 +290,12 @@ impl write::Steps for Transaction<'_> {
     type Found = String;
 
     async fn visible(&mut self, id: &str) -> Result<Option<String>, StoreError> {
-        let (tenant, (seen, at)) = (self.tenant, &self.seen);
+        let (seen, at) = (conversation_of(self.visibility), self.visibility.at);
         let visible = (self.tx)
             .prepare_cached(&format!(
                 "SELECT 1 FROM memories WHERE tenant_id = ?1 AND {VISIBLE} AND id = ?4"
             ))?
-            .exists(params![tenant, seen, at, id])?;
+            .exists(params![self.tenant, seen, at, id])?;
         Ok(visible.then(|| id.to_owned()))
     }
 
