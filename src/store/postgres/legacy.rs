@@ -13,7 +13,7 @@ use sqlx::{Postgres, Row, Transaction};
 use super::StoreError;
 
 /// True when `memories` still has the v0.8 `metadata` column.
-pub(super) async fn present(tx: &mut Transaction<'_, Postgres>) -> Result<bool, sqlx::Error> {
+async fn present(tx: &mut Transaction<'_, Postgres>) -> Result<bool, sqlx::Error> {
     Ok(sqlx::query(
         "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
          AND table_name = 'memories' AND column_name = 'metadata'",
@@ -38,77 +38,96 @@ impl Usage {
     }
 }
 
-/// Moves every v0.8 memory, with its folded counters, into a fresh native table built by
-/// `schema`, then drops the old tables. Returns how many memories moved.
-pub(super) async fn migrate(
+/// A v0.8 layout set aside under other names, out of the native schema's way, with its
+/// counters folded per memory.
+pub(super) struct SetAside {
+    usage: HashMap<(String, String), Usage>,
+}
+
+/// When `memories` is v0.8's: reads its counters and renames its table and indexes, freeing
+/// the names the native schema is about to take; None for any other database.
+pub(super) async fn set_aside(
     tx: &mut Transaction<'_, Postgres>,
-    schema: &[&str],
-) -> Result<usize, StoreError> {
+) -> Result<Option<SetAside>, StoreError> {
+    if !present(tx).await? {
+        return Ok(None);
+    }
     let usage = counters(tx).await?;
     for statement in [
         "ALTER TABLE memories RENAME TO memories_v08",
-        // Free the names the native table and its indexes are about to take.
         "ALTER INDEX IF EXISTS memories_pkey RENAME TO memories_v08_pkey",
         "ALTER INDEX IF EXISTS memories_recent_idx RENAME TO memories_v08_recent_idx",
         "ALTER INDEX IF EXISTS memories_type_recent_idx RENAME TO memories_v08_type_recent_idx",
     ] {
         sqlx::query(statement).execute(&mut **tx).await?;
     }
-    for statement in schema {
-        sqlx::query(statement).execute(&mut **tx).await?;
-    }
-    let rows = sqlx::query("SELECT tenant_id, id, embedding::text AS embedding, metadata::text AS metadata FROM memories_v08")
+    Ok(Some(SetAside { usage }))
+}
+
+impl SetAside {
+    /// Moves every v0.8 memory, with its folded counters, into the native table (created
+    /// since), then drops the old tables. Returns how many memories moved.
+    pub(super) async fn carry_over(
+        self,
+        tx: &mut Transaction<'_, Postgres>,
+    ) -> Result<usize, StoreError> {
+        let usage = self.usage;
+        let rows = sqlx::query(
+            "SELECT tenant_id, id, embedding::text AS embedding, metadata::text AS metadata \
+             FROM memories_v08",
+        )
         .fetch_all(&mut **tx)
         .await?;
-    let mut moved = 0;
-    for row in rows {
-        let tenant: String = row.try_get("tenant_id")?;
-        let id: String = row.try_get("id")?;
-        let embedding: String = row.try_get("embedding")?;
-        let metadata: Value = row
-            .try_get::<String, _>("metadata")
-            .ok()
-            .and_then(|m| serde_json::from_str(&m).ok())
-            .unwrap_or(Value::Null);
-        let Some(record) = Record::read(&metadata) else {
-            // v0.8 could not read it either (no content): nothing to carry over.
-            continue;
-        };
-        let used = usage
-            .get(&(tenant.clone(), id.clone()))
-            .copied()
-            .unwrap_or_default();
-        sqlx::query(
-            "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
-             scope, conversation, trust_base, embedding, access_count, last_accessed_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7::double precision / 1000), $8, $9, $10, \
-             $11::vector, $12, to_timestamp($13::double precision / 1000))",
-        )
-        .bind(&tenant)
-        .bind(&id)
-        .bind(&record.content)
-        .bind(&record.memory_type)
-        .bind(record.category.as_deref())
-        .bind(&record.tags)
-        .bind(record.created_at as f64)
-        .bind(record.scope)
-        .bind(record.conversation.as_deref())
-        .bind(record.trust_base)
-        .bind(&embedding)
-        .bind(used.access)
-        .bind(used.last_at.map(|ms| ms as f64))
-        .execute(&mut **tx)
-        .await?;
-        moved += 1;
+        let mut moved = 0;
+        for row in rows {
+            let tenant: String = row.try_get("tenant_id")?;
+            let id: String = row.try_get("id")?;
+            let embedding: String = row.try_get("embedding")?;
+            let metadata: Value = row
+                .try_get::<String, _>("metadata")
+                .ok()
+                .and_then(|m| serde_json::from_str(&m).ok())
+                .unwrap_or(Value::Null);
+            let Some(record) = Record::read(&metadata) else {
+                // v0.8 could not read it either (no content): nothing to carry over.
+                continue;
+            };
+            let used = usage
+                .get(&(tenant.clone(), id.clone()))
+                .copied()
+                .unwrap_or_default();
+            sqlx::query(
+                "INSERT INTO memories (tenant_id, id, content, memory_type, category, tags, created_at, \
+                 scope, conversation, trust_base, embedding, access_count, last_accessed_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7::double precision / 1000), $8, $9, $10, \
+                 $11::vector, $12, to_timestamp($13::double precision / 1000))",
+            )
+            .bind(&tenant)
+            .bind(&id)
+            .bind(&record.content)
+            .bind(&record.memory_type)
+            .bind(record.category.as_deref())
+            .bind(&record.tags)
+            .bind(record.created_at as f64)
+            .bind(record.scope)
+            .bind(record.conversation.as_deref())
+            .bind(record.trust_base)
+            .bind(&embedding)
+            .bind(used.access)
+            .bind(used.last_at.map(|ms| ms as f64))
+            .execute(&mut **tx)
+            .await?;
+            moved += 1;
+        }
+        for statement in [
+            "DROP TABLE memories_v08",
+            "DROP TABLE IF EXISTS objects",
+            "DROP SEQUENCE IF EXISTS objects_version",
+        ] {
+            sqlx::query(statement).execute(&mut **tx).await?;
+        }
+        Ok(moved)
     }
-    for statement in [
-        "DROP TABLE memories_v08",
-        "DROP TABLE IF EXISTS objects",
-        "DROP SEQUENCE IF EXISTS objects_version",
-    ] {
-        sqlx::query(statement).execute(&mut **tx).await?;
-    }
-    Ok(moved)
 }
 
 /// A v0.8 memory's metadata, read as tolerantly as v0.8 read it (docs/stores.md#s3-vectors-records).

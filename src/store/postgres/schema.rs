@@ -14,7 +14,12 @@ use crate::store::StoreError;
 /// Serialises schema work across every replica booting at once.
 const SCHEMA_LOCK: i64 = 7_304_592_118_001;
 
-pub(super) const SCHEMA: &[&str] = &[
+/// The whole layout, in the order it is applied: the memories, then their versions. Every
+/// statement holds for a database at any earlier version, so applying it is the upgrade.
+const SCHEMA: [&[&str]; 2] = [MEMORIES, versions::LAYOUT];
+
+/// The memories table, its indexes, the columns older tables get, and the model record.
+const MEMORIES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS memories (
        tenant_id        text NOT NULL,
        id               text COLLATE \"C\" NOT NULL,
@@ -114,15 +119,13 @@ pub(super) async fn create_or_migrate(
                 )
             })?;
     }
-    if legacy::present(tx).await? {
-        let moved = legacy::migrate(tx, SCHEMA).await?;
+    let legacy = legacy::set_aside(tx).await?;
+    for statement in SCHEMA.iter().copied().flatten() {
+        sqlx::query(statement).execute(&mut **tx).await?;
+    }
+    if let Some(legacy) = legacy {
+        let moved = legacy.carry_over(tx).await?;
         eprintln!("store: migrated {moved} memories from the v0.8 layout into the native table");
-    }
-    for statement in SCHEMA {
-        sqlx::query(statement).execute(&mut **tx).await?;
-    }
-    for statement in versions::SCHEMA {
-        sqlx::query(statement).execute(&mut **tx).await?;
     }
     index_terms(tx).await?;
     Ok(())

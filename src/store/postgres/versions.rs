@@ -61,7 +61,7 @@ pub(super) async fn first_version(
 /// epoch of its own (`memory_version_epochs`, shifted past 2^32 versions to an epoch), past
 /// every version any earlier row reached, so an index labelled in a tenant's past never
 /// matches its present; `nextval` never waits and never goes back, whoever commits first.
-pub(super) const SCHEMA: &[&str] = &[
+pub(super) const LAYOUT: &[&str] = &[
     "CREATE SEQUENCE IF NOT EXISTS memory_version_epochs",
     "CREATE TABLE IF NOT EXISTS memory_versions (
        tenant_id text PRIMARY KEY,
