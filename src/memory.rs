@@ -7,7 +7,18 @@ use std::sync::Arc;
 
 /// What kind of knowledge a memory holds. The declaration order is the canonical order
 /// used everywhere (e.g. the stats breakdown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryType {
     Project,
@@ -59,7 +70,7 @@ impl fmt::Display for MemoryType {
 }
 
 /// Who may see a memory: the whole project, or only the conversation that wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Project,

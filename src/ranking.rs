@@ -122,7 +122,7 @@ impl Abstention {
 }
 
 /// How close and how many: the three recall modes of docs/ranking.md#modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RecallMode {
     Precision,

@@ -619,7 +619,7 @@ async fn surface_result(
             let messages =
                 (service.prompt(identity, name, arguments).await).map_err(|e| match e {
                     PromptError::Invalid(message) => invalid(&tools::quote(&message, ECHOED)),
-                    PromptError::Unavailable(shown) => failed(&shown, &shown),
+                    PromptError::Unavailable { shown, logged } => failed(&shown, &logged),
                 })?;
             (json!({"messages": messages}), "private")
         }

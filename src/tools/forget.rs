@@ -2,12 +2,13 @@
 //! note, is simply not there (docs/tools.md#forget).
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Effect, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService};
+use super::schema::{self, Definition, Effect};
+use super::{Answer, Tool, ToolError, ToolService};
 use crate::context::RequestContext;
 
 const DEFINITION: Definition = Definition {
@@ -15,12 +16,6 @@ const DEFINITION: Definition = Definition {
     title: "Forget a memory",
     description: "Delete one memory by id, permanently. Use it for facts that became wrong; when a fact is \
         merely outdated, prefer remembering the correction.",
-    params: &[Param {
-        name: "id",
-        kind: Kind::String,
-        required: true,
-        description: "The memory's id, as recall or list_memories showed it.",
-    }],
     effect: Effect::Deletes,
     open_world: false,
     app: None,
@@ -31,9 +26,9 @@ fn output() -> Value {
     schema::object(json!({"id": {"type": "string"}, "deleted": {"type": "boolean"}}))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct Args {
+    /// The memory's id, as recall or list_memories showed it.
     id: String,
 }
 
@@ -41,6 +36,8 @@ pub(super) struct Forget;
 
 #[async_trait]
 impl Tool for Forget {
+    type Args = Args;
+
     fn definition(&self) -> &'static Definition {
         &DEFINITION
     }
@@ -49,9 +46,8 @@ impl Tool for Forget {
         &self,
         service: &ToolService,
         ctx: &RequestContext,
-        args: &Arguments,
+        args: Args,
     ) -> Result<Answer, ToolError> {
-        let args: Args = DEFINITION.parse(args)?;
         let id = crate::memory::memory_id(&args.id, "id")?;
         let deleted = service
             .store
@@ -63,15 +59,5 @@ impl Tool for Forget {
             format!("[MEMORY] No memory with id {id} exists for this project. Nothing was deleted.")
         };
         Ok(Answer::new(text, json!({"id": id, "deleted": deleted})))
-    }
-}
-
-/// The definition and `Args` agree: every declared parameter is read.
-#[cfg(test)]
-#[test]
-fn every_declared_parameter_is_read() {
-    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
-    if let Err(e) = read {
-        panic!("{e:?}");
     }
 }

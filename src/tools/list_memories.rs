@@ -1,12 +1,13 @@
 //! `list_memories`: the newest visible memories, without searching, a page at a time.
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Effect, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, args, cursor, render};
+use super::schema::{self, Definition, Effect};
+use super::{Answer, Tool, ToolError, ToolService, args, cursor, render};
 use crate::context::RequestContext;
 use crate::memory::MemoryType;
 use crate::store::After;
@@ -19,26 +20,6 @@ const DEFINITION: Definition = Definition {
     description: "List this project's memories, newest first, without searching; use recall to search. \
         Includes this conversation's own memories and excludes other conversations'. When more \
         exist, the answer ends with `next cursor: <token>`: pass it as `cursor` for the next page.",
-    params: &[
-        Param {
-            name: "type",
-            kind: Kind::OneOf(&MemoryType::NAMES),
-            required: false,
-            description: "Only memories of this type.",
-        },
-        Param {
-            name: "limit",
-            kind: Kind::Integer,
-            required: false,
-            description: "How many to list (1-50). Default 20.",
-        },
-        Param {
-            name: "cursor",
-            kind: Kind::String,
-            required: false,
-            description: "The `next cursor` of the page before, with the same type filter.",
-        },
-    ],
     effect: Effect::Reads,
     open_world: false,
     app: Some(crate::ui::APP_URI),
@@ -52,12 +33,15 @@ fn output() -> Value {
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct Args {
+    /// Only memories of this type.
     #[serde(rename = "type")]
     memory_type: Option<MemoryType>,
+    /// How many to list (1-50). Default 20.
+    #[schemars(with = "Option<i64>")]
     limit: Option<f64>,
+    /// The `next cursor` of the page before, with the same type filter.
     cursor: Option<String>,
 }
 
@@ -65,6 +49,8 @@ pub(super) struct ListMemories;
 
 #[async_trait]
 impl Tool for ListMemories {
+    type Args = Args;
+
     fn definition(&self) -> &'static Definition {
         &DEFINITION
     }
@@ -73,9 +59,8 @@ impl Tool for ListMemories {
         &self,
         service: &ToolService,
         ctx: &RequestContext,
-        args: &Arguments,
+        args: Args,
     ) -> Result<Answer, ToolError> {
-        let args: Args = DEFINITION.parse(args)?;
         let memory_type = args.memory_type;
         let limit = args::limit(args.limit, DEFAULT_LIMIT)?;
         let after = match args.cursor.as_deref() {
@@ -129,15 +114,5 @@ impl Tool for ListMemories {
             out.push_str(&format!("\n\nnext cursor: {next}"));
         }
         Ok(Answer::new(out, data))
-    }
-}
-
-/// The definition and `Args` agree: every declared parameter is read.
-#[cfg(test)]
-#[test]
-fn every_declared_parameter_is_read() {
-    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
-    if let Err(e) = read {
-        panic!("{e:?}");
     }
 }

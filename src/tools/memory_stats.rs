@@ -4,8 +4,8 @@ use async_trait::async_trait;
 
 use serde_json::{Map, Value, json};
 
-use super::schema::{self, Definition, Effect};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
+use super::schema::{self, Definition, Effect, NoArguments};
+use super::{Answer, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 
 const EXACT_DEFINITION: Definition = Definition {
@@ -14,7 +14,6 @@ const EXACT_DEFINITION: Definition = Definition {
     description: "How many memories this project has, by type, counting the same set recall and \
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's.",
-    params: &[],
     effect: Effect::Reads,
     open_world: false,
     app: None,
@@ -36,7 +35,6 @@ const BOUNDED_DEFINITION: Definition = Definition {
         list_memories can show: the project's memories plus this conversation's own, never another \
         conversation's. Very large projects are counted up to a cap, and the answer then says its \
         figures are lower bounds.",
-    params: &[],
     effect: Effect::Reads,
     open_world: false,
     app: None,
@@ -51,6 +49,8 @@ pub(super) static BOUNDED: MemoryStats = MemoryStats(&BOUNDED_DEFINITION);
 
 #[async_trait]
 impl Tool for MemoryStats {
+    type Args = NoArguments;
+
     fn definition(&self) -> &'static Definition {
         self.0
     }
@@ -59,40 +59,50 @@ impl Tool for MemoryStats {
         &self,
         service: &ToolService,
         ctx: &RequestContext,
-        _: &Arguments,
+        _: NoArguments,
     ) -> Result<Answer, ToolError> {
-        let counts = service
-            .store
-            .count_by_type(&ctx.tenant, &ctx.visibility())
-            .await?;
-        let by_type: Map<String, Value> = (counts.by_type.iter())
-            .map(|(t, n)| (t.as_str().to_owned(), json!(n)))
-            .collect();
-        let data = json!({"total": counts.total, "byType": by_type, "lowerBound": counts.scan_cap.is_some()});
-        if counts.total == 0 {
-            return Ok(Answer::new(
-                "[MEMORY] This project has no memories yet.",
-                data,
-            ));
-        }
-        let breakdown = counts
-            .by_type
-            .iter()
-            .map(|(t, n)| format!("{t}: {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let noun = render::memories(counts.total);
-        let text = match counts.scan_cap {
-            None => format!(
-                "[MEMORY] {} {noun} for this project ({breakdown}).",
-                counts.total
-            ),
-            Some(cap) => format!(
-                "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
-             {cap} keys, so every figure here is a lower bound.",
-                counts.total
-            ),
-        };
-        Ok(Answer::new(text, data))
+        stats(service, ctx).await
     }
+}
+
+/// The caller's memories counted by type; for the tool, and for `memory://stats`
+/// (`resources`).
+pub(super) async fn stats(
+    service: &ToolService,
+    ctx: &RequestContext,
+) -> Result<Answer, ToolError> {
+    let counts = service
+        .store
+        .count_by_type(&ctx.tenant, &ctx.visibility())
+        .await?;
+    let by_type: Map<String, Value> = (counts.by_type.iter())
+        .map(|(t, n)| (t.as_str().to_owned(), json!(n)))
+        .collect();
+    let data =
+        json!({"total": counts.total, "byType": by_type, "lowerBound": counts.scan_cap.is_some()});
+    if counts.total == 0 {
+        return Ok(Answer::new(
+            "[MEMORY] This project has no memories yet.",
+            data,
+        ));
+    }
+    let breakdown = counts
+        .by_type
+        .iter()
+        .map(|(t, n)| format!("{t}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let noun = render::memories(counts.total);
+    let text = match counts.scan_cap {
+        None => format!(
+            "[MEMORY] {} {noun} for this project ({breakdown}).",
+            counts.total
+        ),
+        Some(cap) => format!(
+            "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
+             {cap} keys, so every figure here is a lower bound.",
+            counts.total
+        ),
+    };
+    Ok(Answer::new(text, data))
 }

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
@@ -43,18 +45,72 @@ type Arguments = Map<String, Value>;
 /// page there and goes on at its cursor; recall leaves out its lowest results and says so.
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
-/// One tool: what `tools/list` shows of it, and what it does.
+/// One tool: what `tools/list` shows of it, and what it does with its arguments. A tool is
+/// declared once: its `Args` type is both the input schema `tools/list` shows
+/// (`schema::input`) and what a call's arguments are read into (`schema::parse`).
 #[async_trait]
 trait Tool: Send + Sync {
+    /// Its arguments, each field described by its doc comment.
+    type Args: DeserializeOwned + JsonSchema + Send;
+
     fn definition(&self) -> &'static Definition;
 
-    /// Runs the tool for `ctx`, with arguments that passed the definition's schema layer.
+    /// Runs the tool for `ctx`, with arguments that passed the schema layer.
     async fn run(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: Self::Args,
+    ) -> Result<Answer, ToolError>;
+}
+
+/// A tool whatever its arguments' type: what the catalogue holds.
+#[async_trait]
+trait Callable: Send + Sync {
+    fn definition(&self) -> &'static Definition;
+    fn input(&self) -> Value;
+    async fn call(
         &self,
         service: &ToolService,
         ctx: &RequestContext,
         args: &Arguments,
     ) -> Result<Answer, ToolError>;
+}
+
+#[async_trait]
+impl<T: Tool> Callable for T {
+    fn definition(&self) -> &'static Definition {
+        Tool::definition(self)
+    }
+
+    fn input(&self) -> Value {
+        schema::input::<T::Args>()
+    }
+
+    async fn call(
+        &self,
+        service: &ToolService,
+        ctx: &RequestContext,
+        args: &Arguments,
+    ) -> Result<Answer, ToolError> {
+        self.run(service, ctx, schema::parse(args)?).await
+    }
+}
+
+/// A tool this process offers, with its input schema, derived once at start.
+struct Offered {
+    tool: &'static dyn Callable,
+    input: Value,
+}
+
+impl Offered {
+    fn definition(&self) -> &'static Definition {
+        self.tool.definition()
+    }
+
+    fn to_json(&self, structured: bool, apps: bool) -> Value {
+        self.definition().to_json(&self.input, structured, apps)
+    }
 }
 
 /// How recall judges the model's similarities and weighs words (`crate::config::Config`).
@@ -77,7 +133,7 @@ pub struct ToolService {
     pub state_key: [u8; 32],
     pub metrics: Arc<Metrics>,
     /// In the order `tools/list` shows them; a tool not offered is not callable either.
-    tools: Vec<&'static dyn Tool>,
+    tools: Vec<Offered>,
     /// `tools/list` without output schemas (before 2025-06-18) and with them, each without
     /// and with the resources of MCP Apps (`[structured][apps]`).
     lists: [[Value; 2]; 2],
@@ -98,7 +154,7 @@ impl ToolService {
             [false, true].map(|apps| {
                 Value::Array(
                     (tools.iter())
-                        .map(|t| t.definition().to_json(structured, apps))
+                        .map(|t| t.to_json(structured, apps))
                         .collect(),
                 )
             })
@@ -141,6 +197,36 @@ impl ToolService {
         }
     }
 
+    /// `work`, a tool's own function run for a prompt or a resource, counted and logged
+    /// (`tool_call`) as a call of `tool` (docs/tools.md#prompts); its failure is logged by
+    /// the protocol layer as the request's (`resource_failed`).
+    async fn counted(
+        &self,
+        tool: &str,
+        ctx: &RequestContext,
+        work: impl Future<Output = Result<Answer, ToolError>>,
+    ) -> Result<Answer, ToolError> {
+        let started = Instant::now();
+        let answered = work.await;
+        let outcome = match &answered {
+            Ok(_) => Outcome::Ok,
+            Err(ToolError::Invalid(_)) => Outcome::Invalid,
+            Err(_) => Outcome::Failed,
+        };
+        let tenant = Some(ctx.tenant.as_str());
+        (self.metrics).tool_call(tool, tenant, outcome, started.elapsed());
+        let fields = log::Fields {
+            tenant,
+            tool: Some(tool),
+            credential: ctx.author.as_deref(),
+            ms: Some(started.elapsed().as_millis()),
+            ok: Some(answered.is_ok()),
+            in_conversation: Some(ctx.conversation.is_some()),
+        };
+        log::info("tool_call", &fields);
+        answered
+    }
+
     /// The name a call of `name` is counted and traced under: only catalogue names, so a
     /// caller cannot mint new series; anything else is `unknown`.
     pub fn label<'a>(&self, name: &'a str) -> &'a str {
@@ -152,16 +238,16 @@ impl ToolService {
         self.find(name).map(|t| t.definition().writes())
     }
 
-    fn find(&self, name: &str) -> Option<&'static dyn Tool> {
-        (self.tools.iter().copied()).find(|t| t.definition().name == name)
+    fn find(&self, name: &str) -> Option<&Offered> {
+        self.tools.iter().find(|t| t.definition().name == name)
     }
 }
 
 /// The tools a process offers: which exist depends only on configuration, fixed at start.
 /// `exact_counts`: whether the store always counts exactly (`memory_stats`' wording);
 /// `docs`: whether a documentation library is configured (`search_docs` exists only then).
-fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
-    let mut tools: Vec<&'static dyn Tool> = vec![
+fn catalogue(exact_counts: bool, docs: bool) -> Vec<Offered> {
+    let mut tools: Vec<&'static dyn Callable> = vec![
         &recall::Recall,
         &remember::Remember,
         &list_memories::ListMemories,
@@ -175,7 +261,12 @@ fn catalogue(exact_counts: bool, docs: bool) -> Vec<&'static dyn Tool> {
     if docs {
         tools.push(&search_docs::SearchDocs);
     }
-    tools
+    (tools.into_iter())
+        .map(|tool| Offered {
+            tool,
+            input: tool.input(),
+        })
+        .collect()
 }
 
 /// What a tool found: the text the model reads, and the same answer as data for programs
@@ -306,17 +397,6 @@ pub async fn call(
     arguments: Option<&Value>,
     identity: &Identity,
 ) -> ToolResult {
-    called(service, name, arguments, identity).await.0
-}
-
-/// `call`, and whether its failure was the caller's or a dependency's (resources and prompts
-/// answer each with its own JSON-RPC code).
-pub async fn called(
-    service: &ToolService,
-    name: &str,
-    arguments: Option<&Value>,
-    identity: &Identity,
-) -> (ToolResult, Outcome) {
     let started = Instant::now();
     let (result, outcome) = answer(service, name, arguments, identity).await;
     let tool = service.label(name);
@@ -324,7 +404,7 @@ pub async fn called(
     service
         .metrics
         .tool_call(tool, tenant, outcome, started.elapsed());
-    (result, outcome)
+    result
 }
 
 async fn answer(
@@ -347,7 +427,7 @@ async fn answer(
             ));
         }
     };
-    if let Err(detail) = tool.definition().check(args) {
+    if let Err(detail) = schema::check(&tool.input, args) {
         return refused(format!(
             "Input validation error: Invalid arguments for tool {name}: {detail}"
         ));
@@ -360,7 +440,7 @@ async fn answer(
     let started = Instant::now();
     // A dependency that hangs past its own timeout, or a pile of them, still ends here
     // (docs/protocol.md#deadlines).
-    let outcome = tokio::time::timeout(service.deadline, tool.run(service, ctx, args))
+    let outcome = tokio::time::timeout(service.deadline, tool.tool.call(service, ctx, args))
         .await
         .unwrap_or_else(|_| {
             let shown = format!(
@@ -411,7 +491,7 @@ mod tests {
 
     use super::*;
 
-    fn names(tools: &[&'static dyn Tool]) -> Vec<&'static str> {
+    fn names(tools: &[Offered]) -> Vec<&'static str> {
         tools.iter().map(|t| t.definition().name).collect()
     }
 
@@ -429,7 +509,7 @@ mod tests {
         );
         let aws = catalogue(false, true);
         assert_eq!(names(&aws).last(), Some(&"search_docs"));
-        let stats = |tools: &[&'static dyn Tool]| tools[4].definition().description;
+        let stats = |tools: &[Offered]| tools[4].definition().description;
         assert!(stats(&aws).contains("lower bounds"));
         assert!(!stats(&catalogue(true, false)).contains("lower bounds"));
     }
@@ -437,7 +517,7 @@ mod tests {
     #[test]
     fn every_tool_is_annotated_for_what_it_does() {
         let list: Vec<Value> = (catalogue(true, true).iter())
-            .map(|t| t.definition().to_json(true, false))
+            .map(|t| t.to_json(true, false))
             .collect();
         let tool = |name: &str| list.iter().find(|t| t["name"] == name).unwrap().clone();
         for read in ["recall", "list_memories", "memory_stats", "search_docs"] {
@@ -465,7 +545,7 @@ mod tests {
     #[test]
     fn the_listing_has_no_tenant_property_and_says_what_is_required() {
         let list: Vec<Value> = (catalogue(true, true).iter())
-            .map(|t| t.definition().to_json(true, false))
+            .map(|t| t.to_json(true, false))
             .collect();
         assert!(
             !Value::Array(list.clone())

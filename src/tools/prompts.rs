@@ -4,27 +4,32 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ToolError, ToolService, render};
+use super::{ToolError, ToolService, recall, render};
 use crate::context::Identity;
 use crate::memory::Memory;
-use crate::metrics::Outcome;
+use crate::ranking::RecallMode;
 
 /// Why a prompt could not be given.
 pub enum PromptError {
     /// An unknown prompt, or a missing or bad argument.
     Invalid(String),
-    /// The store or the embedder failed (already worded for the caller).
-    Unavailable(String),
+    /// The store or the embedder failed: `shown` worded for the caller, `logged` for the
+    /// operator (as `ResourceError::Unavailable`).
+    Unavailable { shown: String, logged: String },
 }
 
 impl From<ToolError> for PromptError {
     fn from(e: ToolError) -> Self {
         match e {
             ToolError::Invalid(message) => PromptError::Invalid(message),
-            ToolError::Dependency { shown, .. } => {
-                PromptError::Unavailable(super::store_failed(&shown))
-            }
-            ToolError::Docs(cause) => PromptError::Unavailable(cause),
+            ToolError::Dependency { shown, logged } => PromptError::Unavailable {
+                shown: super::store_failed(&shown),
+                logged,
+            },
+            ToolError::Docs(cause) => PromptError::Unavailable {
+                shown: cause.clone(),
+                logged: cause,
+            },
         }
     }
 }
@@ -72,15 +77,11 @@ impl ToolService {
                 .ok_or_else(|| {
                     PromptError::Invalid("recall-for-task needs the argument `task`".into())
                 })?;
-                let query = json!({"query": task});
-                let (recalled, outcome) = super::called(self, "recall", Some(&query), caller).await;
-                if recalled.is_error {
-                    let text = recalled.text.trim_start_matches("Error: ").to_owned();
-                    return Err(match outcome {
-                        Outcome::Failed => PromptError::Unavailable(text),
-                        _ => PromptError::Invalid(text),
-                    });
-                }
+                let ctx = caller
+                    .as_ref()
+                    .map_err(|refusal| PromptError::Invalid(refusal.clone()))?;
+                let recall = recall::recall(self, ctx, task, RecallMode::Balanced, None);
+                let recalled = self.counted("recall", ctx, recall).await?;
                 format!(
                     "I am about to work on the task between the <task> tags. Between the \
                      <recalled> tags is what this project's memory recalled for it, with \

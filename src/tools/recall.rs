@@ -1,12 +1,13 @@
 //! `recall`: the memories closest in meaning to a question, ranked, with a confidence level.
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Effect, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, args, render};
+use super::schema::{self, Definition, Effect};
+use super::{Answer, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
 use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, Evidence, RecallMode, Script};
@@ -21,27 +22,6 @@ const DEFINITION: Definition = Definition {
         level. An empty result means nothing was stored on the subject, not that the subject has no \
         answer. Results are the project's shared memory plus this conversation's own notes, never \
         another conversation's.",
-    params: &[
-        Param {
-            name: "query",
-            kind: Kind::String,
-            required: true,
-            description: "What you want to know, in natural language.",
-        },
-        Param {
-            name: "limit",
-            kind: Kind::Integer,
-            required: false,
-            description: "Maximum number of memories to return (1-50). Default: the mode's own.",
-        },
-        Param {
-            name: "mode",
-            kind: Kind::OneOf(&RecallMode::NAMES),
-            required: false,
-            description: "precision: few, close matches. balanced (default). exploratory: more, looser \
-                matches; use it when balanced found nothing.",
-        },
-    ],
     effect: Effect::Reads,
     open_world: false,
     app: None,
@@ -67,11 +47,15 @@ pub const MAX_QUERY_BYTES: usize = 32_000;
 /// How much of a query an answer quotes back.
 const QUOTE_CHARS: usize = 200;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct Args {
+    /// What you want to know, in natural language.
     query: String,
+    /// Maximum number of memories to return (1-50). Default: the mode's own.
+    #[schemars(with = "Option<i64>")]
     limit: Option<f64>,
+    /// precision: few, close matches. balanced (default). exploratory: more, looser
+    /// matches; use it when balanced found nothing.
     mode: Option<RecallMode>,
 }
 
@@ -79,6 +63,8 @@ pub(super) struct Recall;
 
 #[async_trait]
 impl Tool for Recall {
+    type Args = Args;
+
     fn definition(&self) -> &'static Definition {
         &DEFINITION
     }
@@ -87,24 +73,35 @@ impl Tool for Recall {
         &self,
         service: &ToolService,
         ctx: &RequestContext,
-        args: &Arguments,
+        args: Args,
     ) -> Result<Answer, ToolError> {
-        let args: Args = DEFINITION.parse(args)?;
         let mode = args.mode.unwrap_or(RecallMode::Balanced);
-        let query = args::non_blank(&args.query, "query")?;
-        if query.len() > MAX_QUERY_BYTES {
-            return Err(ToolError::Invalid(format!(
-                "`query` is {} bytes; the maximum is {MAX_QUERY_BYTES}. Ask for the one thing \
-                 you want to know.",
-                query.len()
-            )));
-        }
-        let limit = args::limit(args.limit, mode.default_limit())?;
-        recall(service, ctx, query, mode, limit).await
+        recall(service, ctx, &args.query, mode, args.limit).await
     }
 }
 
-async fn recall(
+/// What recall answers for `query`, checked as the tool checks its arguments; for the
+/// tool, and for the prompt that starts a task from it (`prompts`).
+pub(super) async fn recall(
+    service: &ToolService,
+    ctx: &RequestContext,
+    query: &str,
+    mode: RecallMode,
+    limit: Option<f64>,
+) -> Result<Answer, ToolError> {
+    let query = args::non_blank(query, "query")?;
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(ToolError::Invalid(format!(
+            "`query` is {} bytes; the maximum is {MAX_QUERY_BYTES}. Ask for the one thing \
+             you want to know.",
+            query.len()
+        )));
+    }
+    let limit = args::limit(limit, mode.default_limit())?;
+    ranked(service, ctx, query, mode, limit).await
+}
+
+async fn ranked(
     service: &ToolService,
     ctx: &RequestContext,
     query: &str,
@@ -249,14 +246,4 @@ fn no_match_guidance(mode: RecallMode) -> String {
          Absence of a memory is not evidence about the subject: do not infer an answer from it.",
         suggestions.join("; ")
     )
-}
-
-/// The definition and `Args` agree: every declared parameter is read.
-#[cfg(test)]
-#[test]
-fn every_declared_parameter_is_read() {
-    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
-    if let Err(e) = read {
-        panic!("{e:?}");
-    }
 }

@@ -2,12 +2,13 @@
 //! one, putting the new memory in its place (`replaces`).
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Effect, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, render};
+use super::schema::{self, Definition, Effect};
+use super::{Answer, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
 use crate::memory::{self, MemoryType, NewMemory, Scope, new_id, now_ms};
 use crate::store::Remembered;
@@ -28,64 +29,6 @@ const DEFINITION: Definition = Definition {
         recalled. For a fact that only holds for a while (a temporary workaround, a freeze until a \
         date), pass `expires_in_days` or `expires_at`: from then on it is never recalled, and it \
         is deleted. Without either, a memory never expires.",
-    params: &[
-        Param {
-            name: "content",
-            kind: Kind::String,
-            required: true,
-            description: "The fact, written so it makes sense months from now without this conversation.",
-        },
-        Param {
-            name: "scope",
-            kind: Kind::OneOf(&Scope::NAMES),
-            required: false,
-            description: "project (default): visible to every conversation. conversation: only this \
-                thread; needs a conversation on the request (chats, Slack threads, A2A calls).",
-        },
-        Param {
-            name: "type",
-            kind: Kind::OneOf(&MemoryType::NAMES),
-            required: false,
-            description: "project (default): how the project is built or decided. pattern: a reusable \
-                snippet or command. reference: an external fact or link. conversation: something the \
-                user said that should persist.",
-        },
-        Param {
-            name: "category",
-            kind: Kind::String,
-            required: false,
-            description: "Optional sub-label such as decision, architecture or convention (max 128 bytes).",
-        },
-        Param {
-            name: "tags",
-            kind: Kind::Strings,
-            required: false,
-            description: "Optional labels (max 20), each up to 64 bytes.",
-        },
-        Param {
-            name: "replaces",
-            kind: Kind::String,
-            required: false,
-            description: "The id of a memory this one corrects (from recall or list_memories). \
-                It is removed as this one is stored; this memory takes the scope, type, category, \
-                tags and expiry given here.",
-        },
-        Param {
-            name: "expires_in_days",
-            kind: Kind::Integer,
-            required: false,
-            description: "Days from now after which the memory is gone (1 to 3650). Not with \
-                expires_at.",
-        },
-        Param {
-            name: "expires_at",
-            kind: Kind::String,
-            required: false,
-            description: "When the memory is gone, as an RFC 3339 time such as \
-                2027-03-31T00:00:00Z: in the future, at most 3650 days ahead. Not with \
-                expires_in_days.",
-        },
-    ],
     effect: Effect::Adds,
     open_world: false,
     app: None,
@@ -105,17 +48,33 @@ fn output() -> Value {
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct Args {
+    /// The fact, written so it makes sense months from now without this conversation.
     content: String,
+    /// project (default): visible to every conversation. conversation: only this
+    /// thread; needs a conversation on the request (chats, Slack threads, A2A calls).
     scope: Option<Scope>,
+    /// project (default): how the project is built or decided. pattern: a reusable
+    /// snippet or command. reference: an external fact or link. conversation: something the
+    /// user said that should persist.
     #[serde(rename = "type")]
     memory_type: Option<MemoryType>,
+    /// Optional sub-label such as decision, architecture or convention (max 128 bytes).
     category: Option<String>,
+    /// Optional labels (max 20), each up to 64 bytes.
     tags: Option<Vec<String>>,
+    /// The id of a memory this one corrects (from recall or list_memories).
+    /// It is removed as this one is stored; this memory takes the scope, type, category,
+    /// tags and expiry given here.
     replaces: Option<String>,
+    /// Days from now after which the memory is gone (1 to 3650). Not with
+    /// expires_at.
+    #[schemars(with = "Option<i64>")]
     expires_in_days: Option<f64>,
+    /// When the memory is gone, as an RFC 3339 time such as
+    /// 2027-03-31T00:00:00Z: in the future, at most 3650 days ahead. Not with
+    /// expires_in_days.
     expires_at: Option<String>,
 }
 
@@ -123,6 +82,8 @@ pub(super) struct Remember;
 
 #[async_trait]
 impl Tool for Remember {
+    type Args = Args;
+
     fn definition(&self) -> &'static Definition {
         &DEFINITION
     }
@@ -131,9 +92,9 @@ impl Tool for Remember {
         &self,
         service: &ToolService,
         ctx: &RequestContext,
-        args: &Arguments,
+        args: Args,
     ) -> Result<Answer, ToolError> {
-        let memory = validate(ctx, DEFINITION.parse(args)?)?;
+        let memory = validate(ctx, args)?;
         remember(service, ctx, memory).await
     }
 }
@@ -282,16 +243,6 @@ fn expiry(days: Option<f64>, at: Option<&str>, now: i64) -> Result<Option<i64>, 
             }
             Ok(Some(at))
         }
-    }
-}
-
-/// The definition and `Args` agree: every declared parameter is read.
-#[cfg(test)]
-#[test]
-fn every_declared_parameter_is_read() {
-    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
-    if let Err(e) = read {
-        panic!("{e:?}");
     }
 }
 

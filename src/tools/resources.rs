@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolService, cursor, render};
+use super::{ToolError, ToolService, cursor, memory_stats, render};
 use crate::context::{Identity, RequestContext};
 use crate::store::After;
 
@@ -118,17 +118,9 @@ impl ToolService {
         let ctx = identity(caller)?;
         let not_found = || ResourceError::NotFound(uri.to_owned());
         if uri == STATS {
-            let (stats, _) = super::called(self, "memory_stats", None, caller).await;
-            if stats.is_error {
-                // Already worded for the caller, and logged by the tool.
-                let text = stats.text.trim_start_matches("Error: ").to_owned();
-                return Err(ResourceError::Unavailable {
-                    shown: text.clone(),
-                    logged: text,
-                });
-            }
-            let data = stats.structured.unwrap_or(Value::Null);
-            return Ok(contents(uri, stats.text, &data));
+            let stats = self.counted("memory_stats", ctx, memory_stats::stats(self, ctx));
+            let stats = stats.await?;
+            return Ok(contents(uri, stats.text, &stats.data));
         }
         let id = uri.strip_prefix(SCHEME).ok_or_else(not_found)?;
         // An id no memory can have is not looked for: not found, as any other.

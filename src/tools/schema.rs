@@ -1,34 +1,21 @@
-//! What a tool declares: its name, a description written for a model, and its parameters,
-//! from which come both the JSON Schema `tools/list` shows and the schema layer of argument
-//! validation (docs/tools.md#validation), so the two cannot drift. Once the schema layer
-//! has passed, the arguments are read into the tool's own typed `Args` (`parse`).
+//! What a tool declares: its name, a description written for a model, and its arguments'
+//! type (the tool's `Args`), from which come the JSON Schema `tools/list` shows (`input`), the
+//! schema layer of argument validation (`check`; docs/tools.md#validation) and the typed
+//! arguments the tool runs with (`parse`), so the three cannot drift.
 
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::{Arguments, ToolError};
-
-pub enum Kind {
-    String,
-    Integer,
-    /// One of a domain type's names (`MemoryType::NAMES` and the like).
-    OneOf(&'static [&'static str]),
-    Strings,
-}
-
-pub struct Param {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub required: bool,
-    pub description: &'static str,
-}
 
 pub struct Definition {
     pub name: &'static str,
     /// What a person reads in a client's list (`title`, and the annotations' for 2025-03-26).
     pub title: &'static str,
     pub description: &'static str,
-    pub params: &'static [Param],
     pub effect: Effect,
     /// Whether it reaches past this server's memories (the documentation library).
     pub open_world: bool,
@@ -67,38 +54,16 @@ impl Definition {
         hints["openWorldHint"] = json!(self.open_world);
         hints
     }
-}
 
-impl Definition {
-    /// The tool as `tools/list` shows it; `structured` adds its `outputSchema` (protocol
-    /// versions from 2025-06-18), `apps` the resource of its app (for hosts of MCP Apps).
-    pub fn to_json(&self, structured: bool, apps: bool) -> Value {
-        let mut properties = Map::new();
-        for p in self.params {
-            let mut schema = match p.kind {
-                Kind::String => json!({"type": "string"}),
-                Kind::Integer => json!({"type": "integer"}),
-                Kind::OneOf(values) => json!({"type": "string", "enum": values}),
-                Kind::Strings => json!({"type": "array", "items": {"type": "string"}}),
-            };
-            schema["description"] = json!(p.description);
-            properties.insert(p.name.into(), schema);
-        }
-        let mut input_schema = json!({"type": "object", "properties": properties});
-        let required: Vec<&str> = self
-            .params
-            .iter()
-            .filter(|p| p.required)
-            .map(|p| p.name)
-            .collect();
-        if !required.is_empty() {
-            input_schema["required"] = json!(required);
-        }
+    /// The tool as `tools/list` shows it, with `input` its arguments' schema (`input`);
+    /// `structured` adds its `outputSchema` (protocol versions from 2025-06-18), `apps` the
+    /// resource of its app (for hosts of MCP Apps).
+    pub fn to_json(&self, input: &Value, structured: bool, apps: bool) -> Value {
         let mut tool = json!({
             "name": self.name,
             "title": self.title,
             "description": self.description,
-            "inputSchema": input_schema,
+            "inputSchema": input,
             "annotations": self.annotations(),
         });
         if structured {
@@ -110,72 +75,155 @@ impl Definition {
         }
         tool
     }
+}
 
-    /// The schema layer: types, enums and required properties. `null` counts as absent,
-    /// since models often send it for optional fields; unknown properties are ignored.
-    pub fn check(&self, args: &Arguments) -> Result<(), String> {
-        for p in self.params {
-            let value = args.get(p.name).filter(|v| !v.is_null());
-            let Some(value) = value else {
-                if p.required {
-                    return Err(format!("`{}` is required", p.name));
-                }
-                continue;
-            };
-            let fits = match p.kind {
-                Kind::String => value.is_string(),
-                Kind::Integer => is_integer(value),
-                Kind::OneOf(values) => value.as_str().is_some_and(|s| values.contains(&s)),
-                Kind::Strings => value
-                    .as_array()
-                    .is_some_and(|items| items.iter().all(Value::is_string)),
-            };
-            if !fits {
-                return Err(match p.kind {
-                    Kind::String => format!("`{}` must be a string", p.name),
-                    Kind::Integer => format!("`{}` must be an integer", p.name),
-                    Kind::OneOf(values) => {
-                        format!("`{}` must be one of: {}", p.name, values.join(", "))
-                    }
-                    Kind::Strings => format!("`{}` must be an array of strings", p.name),
-                });
+/// The input schema of a tool whose arguments are `T`: an object with a property for each
+/// field, described by the field's doc comment (its lines joined by spaces), required unless
+/// it is an `Option`. Kept plain for every client's model to read, as a hand-written one would
+/// be: no `$schema`, titles, number formats or defaults, and no `null` among the types,
+/// though `null` is taken as absent (`check`).
+pub fn input<T: JsonSchema>() -> Value {
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+        object.remove("description");
+        let properties = object.entry("properties").or_insert_with(|| json!({}));
+        for property in properties
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|p| p.values_mut())
+        {
+            plain(property);
+        }
+    }
+    schema
+}
+
+/// One property's schema without what `input` leaves out. An `Option<T>`'s schema is `T`'s
+/// with `null` allowed: `null` added to its types and values, or `anyOf` `T` and `null`.
+fn plain(property: &mut Value) {
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(alternatives)) = object.remove("anyOf") {
+        let kept = alternatives.into_iter().find(|a| a["type"] != "null");
+        for (key, value) in kept
+            .and_then(|k| k.as_object().cloned())
+            .unwrap_or_default()
+        {
+            object.entry(key).or_insert(value);
+        }
+    }
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = &types[..] {
+            let only = only.clone();
+            object.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = object.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    for noise in ["title", "format", "default"] {
+        object.remove(noise);
+    }
+    if let Some(Value::String(description)) = object.get_mut("description") {
+        *description = description.replace('\n', " ");
+    }
+}
+
+/// What the schema layer checks of one property: what its schema says, in the few shapes
+/// tools use (the tests hold every tool to them).
+enum Kind<'a> {
+    String,
+    Integer,
+    /// One of a domain type's names (`MemoryType::NAMES` and the like).
+    OneOf(Vec<&'a str>),
+    Strings,
+}
+
+impl<'a> Kind<'a> {
+    fn of(schema: &'a Value) -> Option<Kind<'a>> {
+        if let Some(values) = schema["enum"].as_array() {
+            return values
+                .iter()
+                .map(Value::as_str)
+                .collect::<Option<_>>()
+                .map(Kind::OneOf);
+        }
+        match (schema["type"].as_str()?, schema["items"]["type"].as_str()) {
+            ("string", _) => Some(Kind::String),
+            ("integer", _) => Some(Kind::Integer),
+            ("array", Some("string")) => Some(Kind::Strings),
+            _ => None,
+        }
+    }
+
+    fn fits(&self, value: &Value) -> bool {
+        match self {
+            Kind::String => value.is_string(),
+            Kind::Integer => is_integer(value),
+            Kind::OneOf(values) => value.as_str().is_some_and(|s| values.contains(&s)),
+            Kind::Strings => {
+                (value.as_array()).is_some_and(|items| items.iter().all(Value::is_string))
             }
         }
-        Ok(())
+    }
+
+    fn refusal(&self, name: &str) -> String {
+        match self {
+            Kind::String => format!("`{name}` must be a string"),
+            Kind::Integer => format!("`{name}` must be an integer"),
+            Kind::OneOf(values) => format!("`{name}` must be one of: {}", values.join(", ")),
+            Kind::Strings => format!("`{name}` must be an array of strings"),
+        }
     }
 }
 
-impl Definition {
-    /// Arguments that passed `check`, as the tool's typed `Args`: its declared parameters
-    /// only (unknown properties are ignored, as in `check`), `null` as absent. Every `Args`
-    /// refuses a property it does not read (`deny_unknown_fields`), so a parameter declared
-    /// and not read fails here, and in each tool's test, which sends every one
-    /// (`every_parameter`); a required field the definition lacks fails there too.
-    pub fn parse<T: DeserializeOwned>(&self, args: &Arguments) -> Result<T, ToolError> {
-        let declared: Map<String, Value> = (args.iter())
-            .filter(|(k, v)| !v.is_null() && self.params.iter().any(|p| p.name == k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        serde_json::from_value(Value::Object(declared))
-            .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
+/// The schema layer over `input` (a tool's input schema): types, enums and required
+/// properties, property by property in the order of their names. `null` counts as absent,
+/// since models often send it for optional fields; unknown properties are ignored.
+pub fn check(input: &Value, args: &Arguments) -> Result<(), String> {
+    let required = input["required"].as_array().map_or(&[][..], Vec::as_slice);
+    let properties = input["properties"].as_object().into_iter().flatten();
+    for (name, schema) in properties {
+        let Some(value) = args.get(name).filter(|v| !v.is_null()) else {
+            if required.iter().any(|r| r == name.as_str()) {
+                return Err(format!("`{name}` is required"));
+            }
+            continue;
+        };
+        // Every shape a tool declares is one `Kind` knows (`every_property_has_a_kind`).
+        if let Some(kind) = Kind::of(schema)
+            && !kind.fits(value)
+        {
+            return Err(kind.refusal(name));
+        }
     }
-
-    /// Every parameter, each with a value of its kind.
-    #[cfg(test)]
-    pub fn every_parameter(&self) -> Arguments {
-        (self.params.iter())
-            .map(|p| {
-                let value = match p.kind {
-                    Kind::String => json!("2030-01-01T00:00:00Z"),
-                    Kind::Integer => json!(3),
-                    Kind::OneOf(values) => json!(values[0]),
-                    Kind::Strings => json!(["a"]),
-                };
-                (p.name.to_owned(), value)
-            })
-            .collect()
-    }
+    Ok(())
 }
+
+/// Arguments that passed `check`, as the tool's typed `Args`, `null` as absent; what `Args`
+/// does not read is ignored, as in `check`.
+pub fn parse<T: DeserializeOwned>(args: &Arguments) -> Result<T, ToolError> {
+    let given: Map<String, Value> = (args.iter())
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    serde_json::from_value(Value::Object(given))
+        .map_err(|e| ToolError::Invalid(format!("the arguments could not be read: {e}")))
+}
+
+/// The arguments of a tool that takes none.
+#[derive(Deserialize, JsonSchema)]
+pub struct NoArguments {}
 
 /// JSON numbers with no fractional part (`3`, `3.0`) are integers.
 fn is_integer(value: &Value) -> bool {
@@ -215,7 +263,7 @@ mod tests {
     fn check(tool: &str, args: Value) -> Result<(), String> {
         let tools = crate::tools::catalogue(true, true);
         let found = tools.iter().find(|t| t.definition().name == tool).unwrap();
-        found.definition().check(args.as_object().unwrap())
+        super::check(&found.input, args.as_object().unwrap())
     }
 
     #[test]
@@ -243,46 +291,70 @@ mod tests {
         assert!(check("search_docs", json!({"limit": 3})).is_err());
     }
 
-    #[derive(serde::Deserialize, Debug, PartialEq)]
-    #[serde(deny_unknown_fields)]
-    struct Args {
-        query: String,
-        limit: Option<f64>,
+    #[test]
+    fn every_property_has_a_kind_and_a_description() {
+        for tool in crate::tools::catalogue(true, true) {
+            let properties = tool.input["properties"].as_object().unwrap();
+            for (name, property) in properties {
+                let at = format!("{}.{name}: {property}", tool.definition().name);
+                assert!(Kind::of(property).is_some(), "{at}");
+                let description = property["description"].as_str().unwrap_or_default();
+                assert!(
+                    !description.is_empty() && !description.contains('\n'),
+                    "{at}"
+                );
+            }
+        }
     }
 
-    const DEFINITION: Definition = Definition {
-        name: "find",
-        description: "",
-        params: &[
-            Param {
-                name: "query",
-                kind: Kind::String,
-                required: true,
-                description: "",
-            },
-            Param {
-                name: "limit",
-                kind: Kind::Integer,
-                required: false,
-                description: "",
-            },
-        ],
-        title: "Find",
-        effect: Effect::Reads,
-        open_world: false,
-        app: None,
-        output: || json!({}),
-    };
+    #[derive(Deserialize, JsonSchema, Debug, PartialEq)]
+    struct Args {
+        /// What to find,
+        /// in words.
+        query: String,
+        /// How many.
+        #[schemars(with = "Option<i64>")]
+        limit: Option<f64>,
+        /// Which labels.
+        tags: Option<Vec<String>>,
+        /// How close.
+        mode: Option<crate::ranking::RecallMode>,
+    }
+
+    #[test]
+    fn the_input_schema_is_the_arguments_type_plainly() {
+        assert_eq!(
+            input::<Args>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to find, in words."},
+                    "limit": {"type": "integer", "description": "How many."},
+                    "tags": {"type": "array", "items": {"type": "string"},
+                             "description": "Which labels."},
+                    "mode": {"type": "string", "enum": ["precision", "balanced", "exploratory"],
+                             "description": "How close."},
+                },
+                "required": ["query"],
+            })
+        );
+        assert_eq!(
+            input::<NoArguments>(),
+            json!({"type": "object", "properties": {}})
+        );
+    }
 
     #[test]
     fn checked_arguments_read_as_typed_ones_with_null_as_absent() {
-        let args = json!({"query": "q", "limit": null, "tenant": "other"});
-        let read: Args = DEFINITION.parse(args.as_object().unwrap()).unwrap();
+        let args = json!({"query": "q", "limit": null, "mode": "precision", "tenant": "other"});
+        let read: Args = parse(args.as_object().unwrap()).unwrap();
         assert_eq!(
             read,
             Args {
                 query: "q".into(),
-                limit: None
+                limit: None,
+                tags: None,
+                mode: Some(crate::ranking::RecallMode::Precision),
             }
         );
     }

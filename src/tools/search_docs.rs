@@ -5,12 +5,13 @@
 use std::fmt::Write;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use serde_json::{Value, json};
 
-use super::schema::{self, Definition, Effect, Kind, Param};
-use super::{Answer, Arguments, Tool, ToolError, ToolService, args};
+use super::schema::{self, Definition, Effect};
+use super::{Answer, Tool, ToolError, ToolService, args};
 use crate::context::RequestContext;
 use crate::library::Library;
 
@@ -25,20 +26,6 @@ const DEFINITION: Definition = Definition {
     description: "Search the shared documentation library (product and engineering documents, the \
         same for every project) for passages that answer a question. Use recall for what this \
         project learned; use this for what is written down. Returns excerpts with their sources.",
-    params: &[
-        Param {
-            name: "query",
-            kind: Kind::String,
-            required: true,
-            description: "The one thing you want to know, in natural language (max 1000 characters).",
-        },
-        Param {
-            name: "limit",
-            kind: Kind::Integer,
-            required: false,
-            description: "How many excerpts to return (1-50). Default 5.",
-        },
-    ],
     effect: Effect::Reads,
     open_world: true,
     app: None,
@@ -54,10 +41,12 @@ fn output() -> Value {
     schema::object(json!({"excerpts": {"type": "array", "items": excerpt}}))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct Args {
+    /// The one thing you want to know, in natural language (max 1000 characters).
     query: String,
+    /// How many excerpts to return (1-50). Default 5.
+    #[schemars(with = "Option<i64>")]
     limit: Option<f64>,
 }
 
@@ -65,6 +54,8 @@ pub(super) struct SearchDocs;
 
 #[async_trait]
 impl Tool for SearchDocs {
+    type Args = Args;
+
     fn definition(&self) -> &'static Definition {
         &DEFINITION
     }
@@ -73,13 +64,13 @@ impl Tool for SearchDocs {
         &self,
         service: &ToolService,
         _: &RequestContext,
-        args: &Arguments,
+        args: Args,
     ) -> Result<Answer, ToolError> {
         // Offered only with a library: the catalogue has no `search_docs` otherwise.
         let Some(library) = &service.docs else {
             return Err(ToolError::Invalid("unknown tool \"search_docs\".".into()));
         };
-        search(library.as_ref(), DEFINITION.parse(args)?).await
+        search(library.as_ref(), args).await
     }
 }
 
@@ -143,16 +134,6 @@ fn excerpt(text: &str) -> String {
     }
 }
 
-/// The definition and `Args` agree: every declared parameter is read.
-#[cfg(test)]
-#[test]
-fn every_declared_parameter_is_read() {
-    let read: Result<Args, _> = DEFINITION.parse(&DEFINITION.every_parameter());
-    if let Err(e) = read {
-        panic!("{e:?}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +172,7 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(search(library, DEFINITION.parse(&args)?))
+            .block_on(search(library, schema::parse(&args)?))
     }
 
     fn passage(text: &str, source: Option<&str>, score: Option<f64>) -> Excerpt {
