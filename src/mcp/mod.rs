@@ -15,9 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::context::Identity;
 use crate::log;
-use crate::tools::prompts::{self, PromptError};
-use crate::tools::resources::{self, ResourceError};
-use crate::tools::{self, ToolResult, ToolService};
+use crate::tools::{self, RequestError, ToolResult, ToolService, prompts, resources};
 use crate::{SERVER_NAME, SERVER_VERSION};
 use jsonrpc::{Reply, code};
 
@@ -571,8 +569,8 @@ async fn surface_result(
         log::error("resource_failed", logged, &fields);
         request.error(StatusCode::OK, code::INTERNAL, shown)
     };
-    let resource_failed = |e: ResourceError| match e {
-        ResourceError::NotFound(uri) => {
+    let request_failed = |e: RequestError| match e {
+        RequestError::NotFound(uri) => {
             let shown = tools::quote(&uri, ECHOED);
             Reply::error_with_data(
                 StatusCode::OK,
@@ -586,13 +584,14 @@ async fn surface_result(
                 json!({"uri": shown}),
             )
         }
-        ResourceError::Invalid(message) => invalid(&message),
-        ResourceError::Unavailable { shown, logged } => failed(&shown, &logged),
+        // What is refused may echo the caller's input (an unknown prompt's name).
+        RequestError::Invalid(message) => invalid(&tools::quote(&message, ECHOED)),
+        RequestError::Unavailable { shown, logged } => failed(&shown, &logged),
     };
     Ok(match request.method {
         "resources/list" => {
             let (listed, next) =
-                (service.resources(identity, text("cursor")?).await).map_err(resource_failed)?;
+                (service.resources(identity, text("cursor")?).await).map_err(request_failed)?;
             let mut result = json!({"resources": listed});
             if let Some(next) = next {
                 result["nextCursor"] = json!(next);
@@ -605,7 +604,7 @@ async fn surface_result(
         ),
         "resources/read" => {
             let uri = text("uri")?.ok_or_else(|| invalid("resources/read needs a uri"))?;
-            let contents = (service.read_resource(identity, uri).await).map_err(resource_failed)?;
+            let contents = (service.read_resource(identity, uri).await).map_err(request_failed)?;
             (json!({"contents": contents}), "private")
         }
         "prompts/list" => (json!({"prompts": prompts::list()}), "public"),
@@ -617,10 +616,7 @@ async fn surface_result(
                 Some(_) => return Err(invalid("arguments must be an object")),
             };
             let messages =
-                (service.prompt(identity, name, arguments).await).map_err(|e| match e {
-                    PromptError::Invalid(message) => invalid(&tools::quote(&message, ECHOED)),
-                    PromptError::Unavailable { shown, logged } => failed(&shown, &logged),
-                })?;
+                (service.prompt(identity, name, arguments).await).map_err(request_failed)?;
             (json!({"messages": messages}), "private")
         }
     })

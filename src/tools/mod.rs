@@ -377,6 +377,42 @@ impl From<DocsError> for ToolError {
     }
 }
 
+/// Why a prompt or a resource could not be given; the protocol layer maps it to a JSON-RPC
+/// error (a tool never fails at that level: see `call`).
+pub enum RequestError {
+    /// No resource by that URI for this caller: unknown, gone, or not theirs.
+    NotFound(String),
+    /// The request cannot be served as sent: no tenant, an unknown prompt, a missing or bad
+    /// argument or cursor.
+    Invalid(String),
+    /// The store, the embedder or the documentation library failed: `shown` worded for the
+    /// caller, `logged` for the operator.
+    Unavailable { shown: String, logged: String },
+}
+
+impl From<ToolError> for RequestError {
+    fn from(e: ToolError) -> Self {
+        match e {
+            ToolError::Invalid(message) => RequestError::Invalid(message),
+            ToolError::Dependency { shown, logged } => RequestError::Unavailable {
+                shown: store_failed(&shown),
+                logged,
+            },
+            ToolError::Docs(cause) => RequestError::Unavailable {
+                shown: cause.clone(),
+                logged: cause,
+            },
+        }
+    }
+}
+
+/// The caller's context, or why a prompt or a resource cannot be given without one.
+fn context(identity: &Identity) -> Result<&RequestContext, RequestError> {
+    identity
+        .as_ref()
+        .map_err(|refusal| RequestError::Invalid(refusal.clone()))
+}
+
 /// What a caller reads when the store failed, `shown` being the store's own words: one
 /// wording for the tools, resources, prompts and a question's second round.
 pub fn store_failed(shown: &str) -> String {

@@ -4,35 +4,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ToolError, ToolService, recall, render};
+use super::{RequestError, ToolError, ToolService, context, recall, render};
 use crate::context::Identity;
 use crate::memory::Memory;
 use crate::ranking::RecallMode;
-
-/// Why a prompt could not be given.
-pub enum PromptError {
-    /// An unknown prompt, or a missing or bad argument.
-    Invalid(String),
-    /// The store or the embedder failed: `shown` worded for the caller, `logged` for the
-    /// operator (as `ResourceError::Unavailable`).
-    Unavailable { shown: String, logged: String },
-}
-
-impl From<ToolError> for PromptError {
-    fn from(e: ToolError) -> Self {
-        match e {
-            ToolError::Invalid(message) => PromptError::Invalid(message),
-            ToolError::Dependency { shown, logged } => PromptError::Unavailable {
-                shown: super::store_failed(&shown),
-                logged,
-            },
-            ToolError::Docs(cause) => PromptError::Unavailable {
-                shown: cause.clone(),
-                logged: cause,
-            },
-        }
-    }
-}
 
 /// How many memories `review-memories` looks through, newest first.
 const REVIEWED: usize = 200;
@@ -66,7 +41,7 @@ impl ToolService {
         caller: &Identity,
         name: &str,
         arguments: Option<&Map<String, Value>>,
-    ) -> Result<Value, PromptError> {
+    ) -> Result<Value, RequestError> {
         let text = match name {
             "recall-for-task" => {
                 let task = (arguments
@@ -75,11 +50,9 @@ impl ToolService {
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
                 .ok_or_else(|| {
-                    PromptError::Invalid("recall-for-task needs the argument `task`".into())
+                    RequestError::Invalid("recall-for-task needs the argument `task`".into())
                 })?;
-                let ctx = caller
-                    .as_ref()
-                    .map_err(|refusal| PromptError::Invalid(refusal.clone()))?;
+                let ctx = context(caller)?;
                 let recall = recall::recall(self, ctx, task, RecallMode::Balanced, None);
                 let recalled = self.counted("recall", ctx, recall).await?;
                 format!(
@@ -94,15 +67,13 @@ impl ToolService {
                 )
             }
             "review-memories" => self.review(caller).await?,
-            other => return Err(PromptError::Invalid(format!("Unknown prompt: {other}"))),
+            other => return Err(RequestError::Invalid(format!("Unknown prompt: {other}"))),
         };
         Ok(json!([{"role": "user", "content": {"type": "text", "text": text}}]))
     }
 
-    async fn review(&self, caller: &Identity) -> Result<String, PromptError> {
-        let ctx = caller
-            .as_ref()
-            .map_err(|refusal| PromptError::Invalid(refusal.clone()))?;
+    async fn review(&self, caller: &Identity) -> Result<String, RequestError> {
+        let ctx = context(caller)?;
         let visibility = ctx.visibility();
         let mut memories = (self.store)
             .list(&ctx.tenant, &visibility, None, None, REVIEWED)

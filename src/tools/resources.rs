@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolService, cursor, memory_stats, render};
-use crate::context::{Identity, RequestContext};
+use super::{RequestError, ToolError, ToolService, context, cursor, memory_stats, render};
+use crate::context::Identity;
 use crate::store::After;
 
 /// The statistics of `memory_stats`, as a resource.
@@ -27,32 +27,6 @@ pub fn resource(memory: &crate::memory::Memory) -> Value {
 /// Memories a page of `resources/list` holds at most (within the answer bound).
 const PAGE: usize = 50;
 
-/// Why a resource could not be listed or read.
-pub enum ResourceError {
-    /// No resource by that URI for this caller: unknown, gone, or not theirs.
-    NotFound(String),
-    /// The request cannot be served as sent (no tenant, a bad cursor).
-    Invalid(String),
-    /// The store failed: the message for the caller, and what the log gets.
-    Unavailable { shown: String, logged: String },
-}
-
-impl From<ToolError> for ResourceError {
-    fn from(e: ToolError) -> Self {
-        match e {
-            ToolError::Invalid(message) => ResourceError::Invalid(message),
-            ToolError::Dependency { shown, logged } => ResourceError::Unavailable {
-                shown: super::store_failed(&shown),
-                logged,
-            },
-            ToolError::Docs(cause) => ResourceError::Unavailable {
-                shown: cause.clone(),
-                logged: cause,
-            },
-        }
-    }
-}
-
 /// The template every memory's URI follows.
 pub fn templates() -> Value {
     json!([{
@@ -64,12 +38,6 @@ pub fn templates() -> Value {
     }])
 }
 
-fn identity(identity: &Identity) -> Result<&RequestContext, ResourceError> {
-    identity
-        .as_ref()
-        .map_err(|refusal| ResourceError::Invalid(refusal.clone()))
-}
-
 impl ToolService {
     /// A page of the caller's resources: the statistics first, then memories newest first,
     /// and the cursor of the next page (the rules of `list_memories`' cursor).
@@ -77,8 +45,8 @@ impl ToolService {
         &self,
         caller: &Identity,
         after: Option<&str>,
-    ) -> Result<(Vec<Value>, Option<String>), ResourceError> {
-        let ctx = identity(caller)?;
+    ) -> Result<(Vec<Value>, Option<String>), RequestError> {
+        let ctx = context(caller)?;
         let after = (after.map(|token| cursor::decode(ctx, None, token))).transpose()?;
         let visibility = ctx.visibility();
         let mut found = (self.store)
@@ -111,12 +79,12 @@ impl ToolService {
         &self,
         caller: &Identity,
         uri: &str,
-    ) -> Result<Vec<Value>, ResourceError> {
+    ) -> Result<Vec<Value>, RequestError> {
         if uri == crate::ui::APP_URI {
             return Ok(vec![app()]);
         }
-        let ctx = identity(caller)?;
-        let not_found = || ResourceError::NotFound(uri.to_owned());
+        let ctx = context(caller)?;
+        let not_found = || RequestError::NotFound(uri.to_owned());
         if uri == STATS {
             let stats = self.counted("memory_stats", ctx, memory_stats::stats(self, ctx));
             let stats = stats.await?;
