@@ -197,9 +197,10 @@ impl ToolService {
         }
     }
 
-    /// `work`, a tool's own function run for a prompt or a resource, counted and logged
-    /// (`tool_call`) as a call of `tool` (docs/tools.md#prompts); its failure is logged by
-    /// the protocol layer as the request's (`resource_failed`).
+    /// `work`, a run of the tool `tool`'s own function, counted and logged (`tool_call`): a
+    /// call, or a prompt or a resource that serves the tool's answer (docs/tools.md#prompts).
+    /// A call's failure is logged by `answer` (`tool_failed`), a prompt's or a resource's by
+    /// the protocol layer (`resource_failed`).
     async fn counted(
         &self,
         tool: &str,
@@ -434,51 +435,42 @@ pub async fn call(
     identity: &Identity,
 ) -> ToolResult {
     let started = Instant::now();
-    let (result, outcome) = answer(service, name, arguments, identity).await;
-    let tool = service.label(name);
-    let tenant = identity.as_ref().ok().map(|ctx| ctx.tenant.as_str());
-    service
-        .metrics
-        .tool_call(tool, tenant, outcome, started.elapsed());
-    result
+    answer(service, name, arguments, identity)
+        .await
+        .unwrap_or_else(|refusal| {
+            // Refused before it ran: counted (an unknown name as `unknown`), not logged.
+            let tenant = identity.as_ref().ok().map(|ctx| ctx.tenant.as_str());
+            let tool = service.label(name);
+            (service.metrics).tool_call(tool, tenant, Outcome::Invalid, started.elapsed());
+            ToolResult::error(refusal)
+        })
 }
 
+/// What the tool answered, or why it was refused before it ran.
 async fn answer(
     service: &ToolService,
     name: &str,
     arguments: Option<&Value>,
     identity: &Identity,
-) -> (ToolResult, Outcome) {
-    let refused = |text: String| (ToolResult::error(text), Outcome::Invalid);
-    let Some(tool) = service.find(name) else {
-        return refused(format!("Error: unknown tool \"{name}\"."));
+) -> Result<ToolResult, String> {
+    let tool = (service.find(name)).ok_or_else(|| format!("Error: unknown tool \"{name}\"."))?;
+    let invalid = |detail: &str| {
+        format!("Input validation error: Invalid arguments for tool {name}: {detail}")
     };
     let empty = Map::new();
     let args = match arguments {
         None | Some(Value::Null) => &empty,
         Some(Value::Object(map)) => map,
-        Some(_) => {
-            return refused(format!(
-                "Input validation error: Invalid arguments for tool {name}: arguments must be an object"
-            ));
-        }
+        Some(_) => return Err(invalid("arguments must be an object")),
     };
-    if let Err(detail) = schema::check(&tool.input, args) {
-        return refused(format!(
-            "Input validation error: Invalid arguments for tool {name}: {detail}"
-        ));
-    }
-    let ctx = match identity {
-        Ok(ctx) => ctx,
-        Err(refusal) => return refused(refusal.clone()),
-    };
+    schema::check(&tool.input, args).map_err(|detail| invalid(&detail))?;
+    let ctx = identity.as_ref().map_err(Clone::clone)?;
 
-    let started = Instant::now();
     // A dependency that hangs past its own timeout, or a pile of them, still ends here
     // (docs/protocol.md#deadlines).
-    let outcome = tokio::time::timeout(service.deadline, tool.tool.call(service, ctx, args))
-        .await
-        .unwrap_or_else(|_| {
+    let run = async {
+        let run = tool.tool.call(service, ctx, args);
+        (tokio::time::timeout(service.deadline, run).await).unwrap_or_else(|_| {
             let shown = format!(
                 "{name} did not finish within {} ms; a write it was making may or may not \
                  have landed (list_memories shows which)",
@@ -488,37 +480,31 @@ async fn answer(
                 logged: shown.clone(),
                 shown,
             })
-        });
-    let fields = log::Fields {
-        tenant: Some(ctx.tenant.as_str()),
-        tool: Some(name),
-        credential: ctx.author.as_deref(),
-        ..Default::default()
+        })
     };
-    let (result, outcome) = match outcome {
-        Ok(answer) => (ToolResult::ok(answer), Outcome::Ok),
-        Err(ToolError::Invalid(message)) => refused(format!("Error: {message}")),
+    let failed = |logged: &str| {
+        let fields = log::Fields {
+            tenant: Some(ctx.tenant.as_str()),
+            tool: Some(name),
+            credential: ctx.author.as_deref(),
+            ..Default::default()
+        };
+        log::error("tool_failed", logged, &fields);
+    };
+    Ok(match service.counted(name, ctx, run).await {
+        Ok(answer) => ToolResult::ok(answer),
+        Err(ToolError::Invalid(message)) => ToolResult::error(format!("Error: {message}")),
         Err(ToolError::Dependency { shown, logged }) => {
-            log::error("tool_failed", &logged, &fields);
-            let text = format!("Error: {}", store_failed(&shown));
-            (ToolResult::error(text), Outcome::Failed)
+            failed(&logged);
+            ToolResult::error(format!("Error: {}", store_failed(&shown)))
         }
         Err(ToolError::Docs(cause)) => {
-            log::error("tool_failed", &cause, &fields);
-            let text = format!("Error: the documentation index could not be searched — {cause}");
-            (ToolResult::error(text), Outcome::Failed)
+            failed(&cause);
+            ToolResult::error(format!(
+                "Error: the documentation index could not be searched — {cause}"
+            ))
         }
-    };
-    log::info(
-        "tool_call",
-        &log::Fields {
-            ms: Some(started.elapsed().as_millis()),
-            ok: Some(!result.is_error),
-            in_conversation: Some(ctx.conversation.is_some()),
-            ..fields
-        },
-    );
-    (result, outcome)
+    })
 }
 
 #[cfg(test)]
