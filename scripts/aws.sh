@@ -6,7 +6,9 @@
 #   scripts/aws.sh start   # prints the endpoint URL once the emulator listens
 #   scripts/aws.sh stop
 #
-# State lives in .aws-emulator/ (gitignored); the venv in .venv-aws/.
+# AWS_EMULATOR=path runs another launcher of the same interface instead (make test runs the
+# S3 suites again against ../shared/tools/aws_emulator.py). State lives in .aws-emulator/
+# (gitignored); the venv in .venv-aws/.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,7 @@ start() {
   stop >/dev/null 2>&1 || true
   mkdir -p "$state"
   : >"$state/log"
-  "$venv/bin/python" "$repo/tests/support/aws_emulator.py" --host 127.0.0.1 --port 0 \
+  "$venv/bin/python" "${AWS_EMULATOR:-$repo/tests/support/aws_emulator.py}" --host 127.0.0.1 --port 0 \
     >"$state/log" 2>&1 &
   echo $! >"$state/pid"
   for _ in $(seq 1 200); do

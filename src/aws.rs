@@ -13,11 +13,26 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
+/// Attempts of one AWS call, the first included (docs/operations.md#retries).
+const ATTEMPTS: u32 = 3;
+
 /// Every AWS call: 3 s to connect, 10 s for one attempt, 20 s with the SDK's retries. A
 /// client may set a shorter operation timeout of its own (Bedrock's embedder does).
+///
+/// Retries are the SDK's standard mode, said here rather than left to the behaviour
+/// version: `ATTEMPTS` in all, for throttling (429, `ThrottlingException`,
+/// `TooManyRequestsException`, `SlowDown`) and transient failures (500, 502, 503, 504, a
+/// timed-out attempt, a dropped connection), each after a random wait of up to 0.5 s,
+/// then 1 s; the client's retry quota stops retries when a service fails for everyone.
 pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
+        .retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_max_attempts(ATTEMPTS)
+                .with_initial_backoff(Duration::from_millis(500))
+                .with_max_backoff(Duration::from_secs(2)),
+        )
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(3))

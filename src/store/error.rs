@@ -48,6 +48,14 @@ pub enum StoreError {
         stored: usize,
         configured: usize,
     },
+    /// The store was made otherwise than this server needs (an S3 Vectors index with another
+    /// metric, or without the keys it must not filter on): the operator's to fix, with `fix`.
+    #[error("{location} {problem}; {fix} — nothing was written")]
+    SetUp {
+        location: String,
+        problem: String,
+        fix: String,
+    },
     /// The store holds vectors another model made (as it recorded at its first write).
     #[error(
         "{location} holds embeddings of {stored}, but this server embeds with {configured}; \

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_s3vectors::types::IndexMode;
 
 use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
@@ -85,6 +86,8 @@ pub struct S3Store {
     /// record it for the vector index (`model_key`).
     model: Model,
     model_checked: std::sync::atomic::AtomicBool,
+    /// The index was found made as the server needs it (`vectors::Layout::check`).
+    index_checked: std::sync::atomic::AtomicBool,
     /// A search found no model recorded: later searches do not ask again.
     searched_unrecorded: std::sync::atomic::AtomicBool,
     model_key: String,
@@ -180,15 +183,36 @@ impl S3Store {
             discarding: Arc::new(tokio::sync::Semaphore::new(DISCARDS)),
             model: model.clone(),
             model_checked: std::sync::atomic::AtomicBool::new(false),
+            index_checked: std::sync::atomic::AtomicBool::new(false),
             searched_unrecorded: std::sync::atomic::AtomicBool::new(false),
             model_key: model_key(&settings.vector_bucket, &settings.vector_index),
         }
     }
 
-    /// Once per process: the model recorded for the index must be this process's. A write
-    /// records it when none is (`record`); a search with none recorded checks again later.
+    /// Once per process, before the first search or write: the index is read with GetIndex
+    /// and refused unless it is made as the server needs it, so a wrong index is named
+    /// before anything is written rather than by a failed write later. Until it passes,
+    /// every use checks again.
+    async fn check_index(&self) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.index_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let layout = self.vectors.check(self.model.dimension).await?;
+        if layout.mode.as_ref() != Some(&IndexMode::Enhanced) {
+            // Harmless, as every query asks for ENHANCED; said once, for the operator.
+            log::info("s3_index_classic", &log::Fields::default());
+        }
+        self.index_checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Once per process: the index is checked (`check_index`), and the model recorded for
+    /// it must be this process's. A write records it when none is (`record`); a search with
+    /// none recorded checks again later.
     async fn check_model(&self, record: bool) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering;
+        self.check_index().await?;
         if self.model_checked.load(Ordering::Relaxed)
             || (!record && self.searched_unrecorded.load(Ordering::Relaxed))
         {

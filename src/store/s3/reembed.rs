@@ -64,19 +64,15 @@ impl Reembedder {
 
 #[async_trait]
 impl Reembedding for Reembedder {
-    /// Creates the new index if missing; one that exists must have the model's width and
-    /// hold no other model's vectors.
+    /// Creates the new index if missing; one that exists must be made as the servers need
+    /// it (`vectors::Layout::check`) and hold no other model's vectors.
     async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
-        match self.to.dimension().await? {
+        match self.to.layout().await? {
             None => self.to.create(to.dimension).await?,
-            Some(width) if width != to.dimension => {
-                return Err(StoreError::Dimension {
-                    location: format!("S3 Vectors {}", self.to.describe()),
-                    stored: width,
-                    configured: to.dimension,
-                });
+            Some(layout) => {
+                let location = format!("S3 Vectors {}", self.to.describe());
+                layout.check(&location, to.dimension)?;
             }
-            Some(_) => {}
         }
         let location = format!("S3 Vectors {}", self.to.describe());
         let theirs = recorded_model(&*self.objects, &self.to_model).await?;

@@ -49,7 +49,15 @@ async fn s3_client() -> aws_sdk_s3::Client {
 }
 
 /// Creates a vector bucket with an index as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says to, and a state bucket.
+/// The index keeps its bucket's default mode, CLASSIC on the emulator unless
+/// `S3V_BUCKET_INDEX_MODE` says otherwise: the server must not depend on the guide's
+/// `update-index-mode` step.
 async fn buckets() -> S3Settings {
+    buckets_made(DistanceMetric::Cosine, &vectors::NON_FILTERABLE).await
+}
+
+/// The same with an index of another metric or other non-filterable keys.
+async fn buckets_made(metric: DistanceMetric, non_filterable: &[&str]) -> S3Settings {
     require_emulator();
     let settings = S3Settings {
         vector_bucket: unique("vectors"),
@@ -68,8 +76,8 @@ async fn buckets() -> S3Settings {
         .await
         .unwrap();
     let mut config = MetadataConfiguration::builder();
-    for key in vectors::NON_FILTERABLE {
-        config = config.non_filterable_metadata_keys(key);
+    for key in non_filterable {
+        config = config.non_filterable_metadata_keys(*key);
     }
     vectors
         .create_index()
@@ -77,7 +85,7 @@ async fn buckets() -> S3Settings {
         .index_name(&settings.vector_index)
         .data_type(DataType::Float32)
         .dimension(WIDTH)
-        .distance_metric(DistanceMetric::Cosine)
+        .distance_metric(metric)
         .metadata_configuration(config.build().unwrap())
         .send()
         .await
@@ -104,6 +112,147 @@ async fn the_shared_suite() {
 #[tokio::test]
 async fn memories_move_out_and_in_whole() {
     suite::run_portable(fresh).await;
+}
+
+/// `count` memories of `who`, imported at once (no duplicate check), the i-th at
+/// `direction(0, tilt(i))`.
+async fn imported(
+    store: &S3Store,
+    who: &str,
+    count: i64,
+    tilt: impl Fn(i64) -> f32,
+) -> Vec<String> {
+    let memories: Vec<Portable> = (0..count)
+        .map(|i| Portable {
+            tenant: tenant(who),
+            memory: note(
+                &format!("fact number {i} of {who}"),
+                T0 + i,
+                Scope::Project,
+                None,
+            )
+            .into_memory(),
+            embedding: direction(0, tilt(i)),
+        })
+        .collect();
+    store.import(&memories).await.unwrap();
+    memories.into_iter().map(|p| p.memory.id).collect()
+}
+
+/// One tenant's 300 memories fill the nearest part of the index the tenants share, yet
+/// another tenant's one memory on the subject is recalled and its repeat known
+/// (docs/stores.md#index-modes). On the emulator's CLASSIC index, a query that did not ask
+/// for ENHANCED would see only the 64 nearest vectors of the whole index: none of its.
+#[tokio::test]
+async fn a_small_tenant_is_found_beside_a_crowd_in_one_index() {
+    let store = fresh().await;
+    imported(&store, "crowd", 300, |i| 0.001 * i as f32).await;
+    let fact = "the small project deploys from the blue pipeline";
+    let vector = direction(0, 0.6);
+    let mine = store_one(
+        &store,
+        "small",
+        note(fact, T0, Scope::Project, None),
+        &vector,
+    )
+    .await;
+    let hits = suite::nearest(
+        &store,
+        &tenant("small"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
+    let found: Vec<&str> = hits.iter().map(|h| h.memory.id.as_str()).collect();
+    assert_eq!(found, [mine.id.as_str()]);
+    let again = note(fact, T0 + 1, Scope::Project, None);
+    let seen = seen_from(None).for_dedup(Scope::Project);
+    match store
+        .remember(&tenant("small"), &seen, again, &vector)
+        .await
+        .unwrap()
+    {
+        Remembered::AlreadyKnown { existing, .. } => assert_eq!(existing.id, mine.id),
+        other => panic!("the repeat was not recognised: {other:?}"),
+    }
+}
+
+/// Candidates that QueryVectors hands over in several pages rank as one page would: `make
+/// test` runs this file again with the emulator's pages 7 long (Makefile, `aws-modes`).
+#[tokio::test]
+async fn candidates_over_several_pages_keep_their_order() {
+    let store = fresh().await;
+    let ids = imported(&store, "acme", 30, |i| 0.05 * (i * 7 % 30) as f32).await;
+    let hits = suite::nearest(
+        &store,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        25,
+    )
+    .await
+    .unwrap();
+    let found: Vec<&str> = hits.iter().map(|h| h.memory.id.as_str()).collect();
+    // The i-th memory's tilt is 0.05·(7i mod 30): nearest first is the order of 7i mod 30.
+    let mut expected: Vec<(i64, &str)> = (0..30)
+        .map(|i| (i * 7 % 30, ids[i as usize].as_str()))
+        .collect();
+    expected.sort();
+    let expected: Vec<&str> = expected.into_iter().take(25).map(|(_, id)| id).collect();
+    assert_eq!(found, expected);
+}
+
+/// An index made otherwise than the server needs is named, with what fixes it, before the
+/// first write, and nothing is written: not at a failed write later.
+#[tokio::test]
+async fn an_index_made_otherwise_is_refused_before_anything_is_written() {
+    let cases = [
+        (
+            DistanceMetric::Euclidean,
+            &vectors::NON_FILTERABLE[..],
+            "measures euclidean distance",
+        ),
+        (
+            DistanceMetric::Cosine,
+            &["content", "createdAt"][..],
+            "lets tags, trustBase be filtered",
+        ),
+    ];
+    for (metric, keys, problem) in cases {
+        let settings = buckets_made(metric, keys).await;
+        let store = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
+        let m = note("use pnpm", T0, Scope::Project, None);
+        let seen = seen_from(None).for_dedup(Scope::Project);
+        let err = (store
+            .remember(&tenant("acme"), &seen, m, &direction(0, 0.0))
+            .await)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::SetUp { .. }), "{err:?}");
+        let err = err.to_string();
+        assert!(
+            err.starts_with(&format!(
+                "S3 Vectors {}/memories {problem}",
+                settings.vector_bucket
+            )) && err.contains("mcp-memory reembed --to-index")
+                && err.ends_with("nothing was written"),
+            "{err}"
+        );
+        let client = aws_sdk_s3vectors::Client::new(&sdk().await);
+        let listed = (client.list_vectors())
+            .vector_bucket_name(&settings.vector_bucket)
+            .index_name("memories")
+            .send()
+            .await
+            .unwrap();
+        assert!(listed.vectors().is_empty());
+        let counts = store
+            .count_by_type(&tenant("acme"), &seen_from(None))
+            .await
+            .unwrap();
+        assert_eq!(counts.total, 0);
+    }
 }
 
 /// An import cut short between a memory's vector and its index key is finished by the
@@ -174,6 +323,16 @@ async fn the_vectors_are_reembedded_into_another_index() {
         false,
     )
     .await;
+    // The index reembed made is ENHANCED whatever the bucket's default.
+    let client = aws_sdk_s3vectors::Client::new(&sdk().await);
+    let made = (client.get_index())
+        .vector_bucket_name(&settings.vector_bucket)
+        .index_name("wider")
+        .send()
+        .await
+        .unwrap();
+    let mode = made.index().and_then(|i| i.index_mode()).cloned();
+    assert_eq!(mode, Some(aws_sdk_s3vectors::types::IndexMode::Enhanced));
 }
 
 async fn index_keys(store: &S3Store, who: &str) -> Vec<String> {
@@ -437,8 +596,10 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
     .await
     .unwrap_err()
     .to_string();
+    // The index is read before its first use (docs/stores.md#the-index-checked-before-use).
     assert!(
-        err.starts_with("S3 Vectors QueryVectors failed — NotFoundException"),
+        err.starts_with("S3 Vectors absent-")
+            && err.contains("/memories does not exist; create it"),
         "{err}"
     );
     let err = store

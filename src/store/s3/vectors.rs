@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_s3vectors::types::{PutInputVector, VectorData};
+use aws_sdk_s3vectors::types::{DistanceMetric, IndexMode, PutInputVector, VectorData};
 use aws_smithy_types::{Document, Number};
 use serde_json::{Map, Value, json};
 
@@ -87,6 +87,10 @@ impl Vectors {
                 .top_k(k.clamp(1, TOP_K_MAX) as i32)
                 .query_vector(VectorData::Float32(embedding.to_vec()))
                 .filter(filter.clone())
+                // Filtered before the search whatever the index's own mode: on a CLASSIC
+                // index the filter is applied during it, and a tenant among many finds
+                // fewer than k, or nothing (docs/stores.md#index-modes).
+                .query_mode(IndexMode::Enhanced)
                 .return_metadata(true)
                 .return_distance(true)
                 .set_next_token(token.take())
@@ -174,8 +178,8 @@ impl Vectors {
         format!("{}/{}", self.bucket, self.index)
     }
 
-    /// The index's dimension; None when there is no such index.
-    pub async fn dimension(&self) -> Result<Option<usize>, StoreError> {
+    /// What the index was made with; None when there is no such index.
+    pub async fn layout(&self) -> Result<Option<Layout>, StoreError> {
         let found = self
             .client
             .get_index()
@@ -183,22 +187,45 @@ impl Vectors {
             .index_name(&self.index)
             .send()
             .await;
-        match found {
-            Ok(out) => Ok(out.index().map(|i| i.dimension().max(0) as usize)),
+        let index = match found {
+            Ok(out) => out.index,
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|e| e.is_not_found_exception()) =>
             {
-                Ok(None)
+                return Ok(None);
             }
-            Err(e) => Err(failed("GetIndex", &aws::describe(&e))),
-        }
+            Err(e) => return Err(failed("GetIndex", &aws::describe(&e))),
+        };
+        Ok(index.map(|index| Layout {
+            dimension: index.dimension().max(0) as usize,
+            metric: index.distance_metric().clone(),
+            non_filterable: index
+                .metadata_configuration()
+                .map(|c| c.non_filterable_metadata_keys().to_vec())
+                .unwrap_or_default(),
+            mode: index.index_mode().cloned(),
+        }))
     }
 
-    /// Creates the index as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says to: float32, cosine, `NON_FILTERABLE` kept
-    /// out of filters.
+    /// The index, which must exist and be made as `Layout::check` says.
+    pub async fn check(&self, width: usize) -> Result<Layout, StoreError> {
+        let location = format!("S3 Vectors {}", self.describe());
+        let Some(layout) = self.layout().await? else {
+            return Err(StoreError::SetUp {
+                location,
+                problem: "does not exist".into(),
+                fix: "create it as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says".into(),
+            });
+        };
+        layout.check(&location, width)?;
+        Ok(layout)
+    }
+
+    /// Creates the index as docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says to:
+    /// float32, cosine, `NON_FILTERABLE` kept out of filters, ENHANCED.
     pub async fn create(&self, dimension: usize) -> Result<(), StoreError> {
-        use aws_sdk_s3vectors::types::{DataType, DistanceMetric, MetadataConfiguration};
+        use aws_sdk_s3vectors::types::{DataType, MetadataConfiguration};
         let mut config = MetadataConfiguration::builder();
         for key in NON_FILTERABLE {
             config = config.non_filterable_metadata_keys(key);
@@ -217,7 +244,70 @@ impl Vectors {
             .send()
             .await
             .map_err(|e| failed("CreateIndex", &aws::describe(&e)))?;
+        // CreateIndex takes the bucket's default mode, CLASSIC in older buckets.
+        self.client
+            .update_index_mode()
+            .vector_bucket_name(&self.bucket)
+            .index_name(&self.index)
+            .index_mode(IndexMode::Enhanced)
+            .send()
+            .await
+            .map_err(|e| failed("UpdateIndexMode", &aws::describe(&e)))?;
         Ok(())
+    }
+}
+
+/// What GetIndex says of an index, as far as the server depends on it.
+#[derive(Debug)]
+pub struct Layout {
+    pub dimension: usize,
+    metric: DistanceMetric,
+    non_filterable: Vec<String>,
+    /// None from a service that predates index modes: CLASSIC.
+    pub mode: Option<IndexMode>,
+}
+
+impl Layout {
+    /// The index must be `width` wide, measure cosine distance (similarities are read as
+    /// `1 - distance`) and keep `NON_FILTERABLE` out of filters (the budgets of
+    /// `check_budget` count on it). None of these can be changed on an existing index.
+    pub fn check(&self, location: &str, width: usize) -> Result<(), StoreError> {
+        if self.dimension != width {
+            return Err(StoreError::Dimension {
+                location: location.to_owned(),
+                stored: self.dimension,
+                configured: width,
+            });
+        }
+        let missing: Vec<&str> = NON_FILTERABLE
+            .into_iter()
+            .filter(|key| !self.non_filterable.iter().any(|k| k == key))
+            .collect();
+        let problem = if self.metric != DistanceMetric::Cosine {
+            format!(
+                "measures {} distance, and this server reads cosine distances",
+                self.metric.as_str()
+            )
+        } else if !missing.is_empty() {
+            format!(
+                "lets {} be filtered: large memories would overflow its 2 KB filterable \
+                 metadata",
+                missing.join(", ")
+            )
+        } else {
+            return Ok(());
+        };
+        Err(StoreError::SetUp {
+            location: location.to_owned(),
+            problem,
+            fix: format!(
+                "an index's metric and keys cannot change: create another as \
+                 docs/guide.md#aws-s3-vectors-s3-and-bedrock-on-eks says (or let `mcp-memory \
+                 reembed --to-index NAME` create it), move the memories into it with that \
+                 command, then set VECTOR_INDEX=NAME ({} must be non-filterable)",
+                NON_FILTERABLE.join(", ")
+            ),
+        })
     }
 }
 
