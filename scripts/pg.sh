@@ -4,6 +4,8 @@
 #
 #   scripts/pg.sh start    # prints the TEST_DATABASE_URL to use
 #   scripts/pg.sh restart  # stop and start the same server on the same port
+#   scripts/pg.sh crash    # stop it as a crash would: no checkpoint, connections cut
+#   scripts/pg.sh resume   # start it again on the same port (after crash: recovery)
 #   scripts/pg.sh stop
 #
 # initdb refuses to run as root, so the server runs as `nobody` from a data directory it
@@ -51,11 +53,17 @@ start() {
 }
 
 restart() {
-  local bin port
-  bin="$(bin_dir)"
-  port="$(cat "$state/port")"
-  as_owner "$bin/pg_ctl" -D "$state/data" -m fast -w stop >&2
-  as_owner "$bin/pg_ctl" -D "$state/data" -o "-p $port -k $(readlink -f "$state") -c listen_addresses=127.0.0.1" \
+  as_owner "$(bin_dir)/pg_ctl" -D "$state/data" -m fast -w stop >&2
+  resume
+}
+
+crash() {
+  as_owner "$(bin_dir)/pg_ctl" -D "$state/data" -m immediate -w stop >&2
+}
+
+resume() {
+  as_owner "$(bin_dir)/pg_ctl" -D "$state/data" \
+    -o "-p $(cat "$state/port") -k $(readlink -f "$state") -c listen_addresses=127.0.0.1" \
     -l "$state/log" -w start >&2
 }
 
@@ -68,6 +76,8 @@ stop() {
 case "${1:-}" in
   start) start ;;
   restart) restart ;;
+  crash) crash ;;
+  resume) resume ;;
   stop) stop ;;
-  *) echo "usage: $0 start|restart|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|restart|crash|resume|stop" >&2; exit 2 ;;
 esac

@@ -19,6 +19,11 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 /// The AWS image's server on new buckets, embedding with Titan.
 async fn server() -> Running {
+    start(&mut env().await).await
+}
+
+/// What the AWS image's server is started with, on new buckets.
+async fn env() -> HashMap<String, String> {
     let (vector_bucket, state_bucket) = buckets(WIDTH).await;
     let mut env: HashMap<String, String> = [
         ("VECTOR_BUCKET", vector_bucket.as_str()),
@@ -31,7 +36,7 @@ async fn server() -> Running {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     support::aws::point_at_emulator(&mut env);
-    start(&mut env).await
+    env
 }
 
 /// The faults the emulator has still to answer with, after adding `fault`.
@@ -262,5 +267,37 @@ async fn a_memory_whose_index_key_fails_is_taken_back_whole() {
     assert!(!recalled.contains("tuesday"), "{recalled}");
     let again = server.call(ACME, "remember", fact).await;
     assert!(again.starts_with("[MEMORY] Stored as "), "{again}");
+    server.terminate().await;
+}
+
+/// AWS out of reach (nothing listens where its endpoint is): every call is a tool error
+/// naming the service within seconds, not a wait for the call's deadline.
+#[tokio::test]
+async fn aws_out_of_reach_is_a_quick_tool_error() {
+    let mut env = env().await;
+    let nowhere = format!("http://127.0.0.1:{}", support::process::free_port());
+    env.insert("AWS_ENDPOINT_URL".into(), nowhere);
+    let server = start(&mut env).await;
+    let calls = [
+        ("remember", json!({"content": "the cache is warmed at six"})),
+        ("recall", json!({"query": "when is the cache warmed"})),
+        ("list_memories", json!({})),
+        ("memory_stats", json!({})),
+    ];
+    for (tool, args) in calls {
+        let asked = std::time::Instant::now();
+        let (text, is_error) = server.call_tool(ACME, tool, args).await;
+        let took = asked.elapsed();
+        assert!(is_error, "{tool}: {text}");
+        assert!(
+            ["Bedrock", "S3 ", "S3:"].iter().any(|s| text.contains(s)),
+            "{tool}: {text}"
+        );
+        // Three attempts with their waits: under 2 s; 5 s leaves room for a loaded machine.
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{tool} answered after {took:?}"
+        );
+    }
     server.terminate().await;
 }

@@ -144,6 +144,104 @@ async fn a_database_restart_is_a_tool_error_and_service_resumes() {
     pg("stop", &state_link);
 }
 
+/// PostgreSQL crashes under four writers (docs/operations.md#timeouts): calls during the
+/// outage are tool errors that come within seconds, not after a long wait for a
+/// connection; calls succeed again by themselves once it is back; and every write it
+/// acknowledged is there after its recovery.
+#[tokio::test]
+async fn a_database_crash_mid_load_fails_fast_and_loses_no_acknowledged_write() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let state = tempfile::tempdir().unwrap();
+    let link = state.path().join("pg");
+    let url = pg("start", &link);
+    let stub = EmbeddingStub::start().await;
+    let mut env = base_env(&stub, &state.path().join("unused.db"));
+    env.insert("DATABASE_URL".into(), url);
+    let server = Arc::new(start(&mut env).await);
+    let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (server, acknowledged, stop) = (
+                Arc::clone(&server),
+                Arc::clone(&acknowledged),
+                Arc::clone(&stop),
+            );
+            tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // Words of two characters or more: the stub embedder reads no others.
+                    let fact = format!("writer w{w} wrote fact number {i:04}");
+                    let (text, is_error) = server
+                        .call_tool(ACME, "remember", json!({"content": fact}))
+                        .await;
+                    if !is_error && text.starts_with("[MEMORY] Stored as ") {
+                        acknowledged.lock().unwrap().push(fact);
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let written = || acknowledged.lock().unwrap().len();
+    // Until 40 writes are acknowledged (bounded: a minute).
+    for _ in 0..6_000 {
+        if written() >= 40 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(written() >= 40, "the writers never got going");
+    pg("crash", &link);
+    for _ in 0..3 {
+        let asked = Instant::now();
+        let (text, is_error) = server
+            .call_tool(ACME, "recall", json!({"query": "what did writer w1 write"}))
+            .await;
+        let took = asked.elapsed();
+        assert!(is_error, "{text}");
+        assert!(
+            text.starts_with("Error: the memory store could not complete this request — "),
+            "{text}"
+        );
+        // The pool waits 2 s for a connection; 10 s before this test was written.
+        assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    }
+    pg("resume", &link);
+    let mut back = false;
+    // The first call to succeed once the database is up, with no restart of the server
+    // (bounded: a minute).
+    for _ in 0..600 {
+        let (_, is_error) = server.call_tool(ACME, "memory_stats", json!({})).await;
+        if !is_error {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "calls never succeeded again");
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let facts = acknowledged.lock().unwrap().clone();
+    for fact in &facts {
+        let again = server
+            .call(ACME, "remember", json!({"content": fact}))
+            .await;
+        assert!(
+            again.starts_with("[MEMORY] Already known"),
+            "an acknowledged write was lost: {fact}: {again}"
+        );
+    }
+    let server = Arc::try_unwrap(server).ok().unwrap();
+    assert_eq!(server.terminate().await.code, Some(0));
+    pg("stop", &link);
+}
+
 /// A recall that found its answer gives it even when counting the use fails: the failure is
 /// logged and counted in `/metrics`, and nothing else changes.
 #[tokio::test]

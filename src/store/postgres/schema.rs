@@ -61,6 +61,14 @@ const MEMORIES: &[&str] = &[
        ON memories (expires_at) WHERE expires_at IS NOT NULL",
 ];
 
+/// The longest a call waits for a connection, opening one included. While the database is
+/// down the pool keeps trying to connect until then, so this is how long a call takes to
+/// say so (docs/operations.md#timeouts); a pool so busy that a call would wait longer is
+/// answered the same way rather than queued.
+const ACQUIRE: Duration = Duration::from_secs(2);
+/// How long a booting server waits for the database to accept a connection.
+const BOOT_WAIT: Duration = Duration::from_secs(10);
+
 /// A pool of connections to `url`, and where it leads, for messages (never credentials).
 pub(super) async fn connect(
     url: &str,
@@ -80,13 +88,21 @@ pub(super) async fn connect(
     )]);
     let pool = PgPoolOptions::new()
         .max_connections(settings.max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
-        .await
-        .map_err(|e| {
-            StoreError::unavailable(format!("cannot connect to PostgreSQL at {location}"), e)
-        })?;
-    Ok((pool, location))
+        .acquire_timeout(ACQUIRE)
+        .connect_lazy_with(options);
+    // A database still starting beside the server (a compose file's, a pod's) is waited
+    // for at boot, up to `BOOT_WAIT`; an error it answers with ends the wait at once.
+    let deadline = tokio::time::Instant::now() + BOOT_WAIT;
+    loop {
+        match pool.acquire().await {
+            Ok(_) => return Ok((pool, location)),
+            Err(sqlx::Error::PoolTimedOut) if tokio::time::Instant::now() < deadline => {}
+            Err(e) => {
+                let what = format!("cannot connect to PostgreSQL at {location}");
+                return Err(StoreError::unavailable(what, e));
+            }
+        }
+    }
 }
 
 /// Creates the schema, or migrates an older one, under the advisory lock that serialises
