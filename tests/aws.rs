@@ -236,3 +236,93 @@ async fn an_index_of_another_width_is_a_tool_error_and_the_server_carries_on() {
         "memory content is never logged"
     );
 }
+
+/// One tenant's 300 memories on a subject crowd the index every tenant shares, and another
+/// tenant's one memory on it is still recalled and its repeat known (docs/stores.md#index-modes).
+/// On a CLASSIC index, a query that did not ask for ENHANCED would see only the nearest
+/// part of the whole index, all of it the crowd's, and answer that nothing is stored.
+#[tokio::test]
+async fn a_small_tenant_beside_a_crowd_is_recalled_and_its_repeat_known() {
+    let (vector_bucket, state_bucket) = buckets(WIDTH).await;
+    let server = std::sync::Arc::new(start(&mut aws_env(&vector_bucket, &state_bucket)).await);
+    let crowd: &[(&str, &str)] = &[("x-tenant-id", "crowd")];
+    let small: &[(&str, &str)] = &[("x-tenant-id", "small")];
+    let writers = (0..4).map(|w| {
+        let server = std::sync::Arc::clone(&server);
+        tokio::spawn(async move {
+            for n in (100 + w..400).step_by(4) {
+                let fact = format!("the deploy pipeline runs on the cluster number {n}");
+                let stored = server
+                    .call(crowd, "remember", json!({"content": fact}))
+                    .await;
+                assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+            }
+        })
+    });
+    for writer in writers.collect::<Vec<_>>() {
+        writer.await.unwrap();
+    }
+    let fact =
+        "our small team's deploy pipeline runs on the green cluster after the nightly freeze";
+    let stored = server
+        .call(small, "remember", json!({"content": fact}))
+        .await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    let recalled = server
+        .call(
+            small,
+            "recall",
+            json!({"query": "the deploy pipeline runs on the cluster"}),
+        )
+        .await;
+    assert!(recalled.contains("green cluster"), "{recalled}");
+    assert!(
+        !recalled.contains("number"),
+        "another tenant's memory: {recalled}"
+    );
+    let again = server
+        .call(small, "remember", json!({"content": fact}))
+        .await;
+    assert!(again.starts_with("[MEMORY] Already known"), "{again}");
+    let stats = server.call(crowd, "memory_stats", json!({})).await;
+    assert!(stats.starts_with("[MEMORY] 300 memories"), "{stats}");
+    let server = std::sync::Arc::try_unwrap(server).ok().unwrap();
+    assert_eq!(server.terminate().await.code, Some(0));
+}
+
+/// A Korean memory of 30,000 bytes, about 9,500 of Titan's tokens where it reads 8,192, is
+/// stored, not refused, and found by a question about its last paragraph: Titan embeds it
+/// in windows pooled into one vector (docs/embeddings.md#long-texts).
+#[tokio::test]
+async fn a_long_korean_memory_is_stored_on_titan_and_found_by_its_tail() {
+    let (vector_bucket, state_bucket) = buckets(WIDTH).await;
+    let server = start(&mut aws_env(&vector_bucket, &state_bucket)).await;
+    let fact = "환불 배치는 자정 전후 한 시간 동안 절대 돌리지 않는다";
+    let memory = support::long_korean(fact, 30_000);
+    assert!(mcp_memory::embed::window::tokens(&memory) > 8_192);
+    let stored = server
+        .call(ACME, "remember", json!({"content": memory}))
+        .await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    let id = id_in(&format!("[id:{}", &stored["[MEMORY] Stored as ".len()..]));
+    server
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "deploys go through argo cd"}),
+        )
+        .await;
+    let recalled = server
+        .call(
+            ACME,
+            "recall",
+            json!({"query": "환불 배치는 언제 돌리지 않는다"}),
+        )
+        .await;
+    let first = recalled
+        .lines()
+        .find(|l| l.starts_with("1. "))
+        .unwrap_or_default();
+    assert!(first.contains(&id), "{recalled}");
+    assert_eq!(server.terminate().await.code, Some(0));
+}

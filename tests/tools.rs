@@ -645,6 +645,70 @@ async fn a_failing_embedding_service_is_a_readable_tool_error() {
     );
 }
 
+/// A passing 429 or 503 of the endpoint is tried again after the wait it asks for, or a
+/// short backoff (docs/embeddings.md#openai-compatible): two in a row cost the agent
+/// nothing. A wait past the call's 10 s is not waited out, and a 400 is not tried again.
+#[tokio::test]
+async fn a_throttling_embedding_service_is_tried_again() {
+    let s = TestServer::start().await;
+    s.stub.fail_next(429, 2, Some("0"));
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    assert_eq!(s.stub.failures_to_come(), 0);
+    s.stub.fail_next(503, 2, None);
+    let recalled = s.ok(ACME, "recall", json!({"query": "deploy"})).await;
+    assert!(recalled.contains(DEPLOY), "{recalled}");
+    assert_eq!(s.stub.failures_to_come(), 0);
+    s.stub.fail_next(429, 1, Some("30"));
+    let (text, is_error) = s.call(ACME, "recall", json!({"query": "deploy"})).await;
+    assert!(is_error, "{text}");
+    assert!(
+        text.ends_with("the embedding service answered 429: slow down"),
+        "{text}"
+    );
+    s.stub.fail_next(400, 2, None);
+    let (text, is_error) = s.call(ACME, "recall", json!({"query": "deploy"})).await;
+    assert!(
+        is_error && text.ends_with("answered 400: slow down"),
+        "{text}"
+    );
+    assert_eq!(s.stub.failures_to_come(), 1, "a 400 was tried again");
+}
+
+/// A memory longer than the endpoint's model reads (docs/embeddings.md#long-texts) is
+/// stored, not refused, and found by a question about its last paragraph: it is embedded in
+/// windows, and a window the endpoint still refuses as too long is cut in two.
+#[tokio::test]
+async fn a_memory_longer_than_the_endpoints_window_is_stored_and_found_by_its_tail() {
+    // The stub reads one token every two bytes: 3,000 of them, and the server is told so.
+    let s = TestServer::start_with(&[
+        ("EMBEDDING_MAX_TOKENS", "3000"),
+        ("RECALL_MIN_SIMILARITY", "0.1"),
+    ])
+    .await;
+    s.stub.read_at_most(3_000);
+    let fact = "환불 배치는 자정 전후 한 시간 동안 절대 돌리지 않는다";
+    let memory = support::long_korean(fact, 30_000);
+    assert!(
+        (29_000..=30_000).contains(&memory.len()),
+        "{}",
+        memory.len()
+    );
+    let id = stored_id(&s.ok(ACME, "remember", json!({"content": memory})).await);
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    let recalled = s
+        .ok(
+            ACME,
+            "recall",
+            json!({"query": "환불 배치는 언제 돌리지 않는다"}),
+        )
+        .await;
+    let first = recalled
+        .lines()
+        .find(|l| l.starts_with("1. "))
+        .unwrap_or_default();
+    assert!(first.contains(&id), "{recalled}");
+}
+
 #[tokio::test]
 async fn every_kind_of_embedding_failure_is_named_and_never_leaks_the_key() {
     let s = TestServer::start().await;

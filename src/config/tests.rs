@@ -46,13 +46,14 @@ fn defaults() {
         model,
         dimension,
         max_requests,
+        max_tokens,
         ..
     } = c.embedder
     else {
         panic!("not the openai embedder");
     };
     assert_eq!(base_url, "http://127.0.0.1:9/v1");
-    assert_eq!(max_requests, 8);
+    assert_eq!((max_requests, max_tokens), (8, 8191));
     assert_eq!(
         (model.as_str(), dimension),
         ("text-embedding-3-small", 1536)

@@ -19,6 +19,7 @@ pub mod local;
 pub mod openai;
 mod settings;
 mod timed;
+pub mod window;
 
 #[cfg(feature = "local")]
 pub use settings::DEFAULT_LOCAL_MODEL;
@@ -152,13 +153,16 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             ref model,
             dimension,
             max_requests,
-        } => Ok(Arc::new(openai::OpenAiEmbedder::new(
-            base_url,
-            api_key,
-            model,
-            dimension,
-            max_requests,
-        ))),
+            max_tokens,
+        } => {
+            let endpoint =
+                openai::OpenAiEmbedder::new(base_url, api_key, model, dimension, max_requests);
+            let window = window::Window {
+                tokens: max_tokens,
+                chars: usize::MAX,
+            };
+            Ok(Arc::new(window::Windowed::new(Arc::new(endpoint), window)))
+        }
         #[cfg(feature = "local")]
         Settings::Local {
             ref model_dir,
@@ -191,9 +195,11 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             ref region,
             ref model,
             dimension,
-        } => Ok(Arc::new(bedrock::BedrockEmbedder::new(
-            region, model, dimension,
-        ))),
+        } => {
+            let titan = bedrock::BedrockEmbedder::new(region, model, dimension);
+            let window = window::Window::TITAN;
+            Ok(Arc::new(window::Windowed::new(Arc::new(titan), window)))
+        }
     }
 }
 

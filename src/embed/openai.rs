@@ -1,7 +1,8 @@
 //! Any OpenAI-compatible `/embeddings` endpoint (docs/embeddings.md#openai-compatible): one POST per text, no
 //! `dimensions` parameter, at most `EMBEDDING_MAX_REQUESTS` at once, a 10 s timeout for
-//! each text, its turn included (3 s to connect), an answer of at most 4 MiB, and no
-//! retries of our own.
+//! each text, its turns and retries included (3 s to connect), an answer of at most 4 MiB;
+//! a 429 or 503 is tried again after the wait the service asks for (`Retry-After`) or a
+//! short backoff, while the 10 s allow.
 
 use std::time::Duration;
 
@@ -16,6 +17,25 @@ const CONNECT_TIMEOUT_MS: u64 = 3_000;
 const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// How much of an error body the agent gets to see.
 const BODY_EXCERPT_CHARS: usize = 200;
+/// Tries of one text, the first included, when the service answers 429 or 503.
+const ATTEMPTS: u32 = 3;
+/// The wait before a second try when the service asks for none; doubled before a third.
+const BACKOFF: Duration = Duration::from_millis(250);
+
+/// A request that failed, and how long the service asked to be left before another.
+struct Failed {
+    error: EmbedError,
+    retry_after: Option<Duration>,
+}
+
+impl From<EmbedError> for Failed {
+    fn from(error: EmbedError) -> Failed {
+        Failed {
+            error,
+            retry_after: None,
+        }
+    }
+}
 
 pub struct OpenAiEmbedder {
     client: reqwest::Client,
@@ -50,8 +70,38 @@ impl OpenAiEmbedder {
         }
     }
 
+    /// The text's vector, tried again after a 429 or 503 while `deadline` allows the wait.
+    async fn tries(
+        &self,
+        text: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<f32>, EmbedError> {
+        let mut backoff = BACKOFF;
+        let mut attempt = 1;
+        loop {
+            let failed = match self.request(text).await {
+                Ok(vector) => return Ok(vector),
+                Err(failed) => failed,
+            };
+            let passing = matches!(
+                failed.error,
+                EmbedError::Status {
+                    status: 429 | 503,
+                    ..
+                }
+            );
+            let wait = failed.retry_after.unwrap_or(backoff);
+            if !passing || attempt >= ATTEMPTS || tokio::time::Instant::now() + wait >= deadline {
+                return Err(failed.error);
+            }
+            tokio::time::sleep(wait).await;
+            backoff *= 2;
+            attempt += 1;
+        }
+    }
+
     /// One request, in its turn.
-    async fn request(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+    async fn request(&self, text: &str) -> Result<Vec<f32>, Failed> {
         // The turns are never closed, so acquiring one never fails; it only waits.
         let _turn = self
             .turns
@@ -68,12 +118,16 @@ impl OpenAiEmbedder {
             .await
             .map_err(transport_error)?;
         let status = response.status();
+        let retry_after = retry_after(&response);
         let body = read_capped(response).await?;
         if !status.is_success() {
             let excerpt: String = body.chars().take(BODY_EXCERPT_CHARS).collect();
-            return Err(EmbedError::Status {
-                status: status.as_u16(),
-                body: (!excerpt.trim().is_empty()).then_some(excerpt),
+            return Err(Failed {
+                error: EmbedError::Status {
+                    status: status.as_u16(),
+                    body: (!excerpt.trim().is_empty()).then_some(excerpt),
+                },
+                retry_after,
             });
         }
         // The usual answer, read straight into numbers: a tree of `Value`s for every
@@ -83,23 +137,23 @@ impl OpenAiEmbedder {
             && let Some(first) = data.into_iter().next()
         {
             let vector = first.embedding.into_iter().map(|x| x as f32).collect();
-            return check_values(vector, &self.model, self.dimension);
+            return Ok(check_values(vector, &self.model, self.dimension)?);
         }
         let json: serde_json::Value =
             serde_json::from_str(&body).map_err(|_| EmbedError::InvalidJson)?;
-        check_vector(
+        Ok(check_vector(
             json.pointer("/data/0/embedding"),
             &self.model,
             self.dimension,
-        )
+        )?)
     }
 }
 
 #[async_trait]
 impl Embedder for OpenAiEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let timeout = Duration::from_millis(TIMEOUT_MS);
-        match tokio::time::timeout(timeout, self.request(text)).await {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(TIMEOUT_MS);
+        match tokio::time::timeout_at(deadline, self.tries(text, deadline)).await {
             Ok(embedded) => embedded,
             Err(_) => Err(EmbedError::Timeout(TIMEOUT_MS)),
         }
@@ -121,6 +175,18 @@ struct Answer {
 #[derive(serde::Deserialize)]
 struct Embedding {
     embedding: Vec<f64>,
+}
+
+/// The wait a `Retry-After` of seconds asks for (a date is not read: the backoff stands in).
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let seconds: f64 = (response.headers().get(reqwest::header::RETRY_AFTER)?)
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (seconds.is_finite() && seconds >= 0.0)
+        .then(|| Duration::from_secs_f64(seconds.min(TIMEOUT_MS as f64 / 1000.0)))
 }
 
 /// The answer's body as text, refused once it passes `MAX_ANSWER_BYTES`.

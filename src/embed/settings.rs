@@ -190,6 +190,15 @@ pub struct Variables {
         default_value = "8"
     )]
     pub embedding_max_requests: usize,
+    /// the most tokens the endpoint's model reads in one text (openai); a longer memory is
+    /// embedded in windows pooled into one vector (docs/embeddings.md#long-texts)
+    #[arg(
+        long,
+        env = "EMBEDDING_MAX_TOKENS",
+        value_parser = positive_at_most("EMBEDDING_MAX_TOKENS", 1_000_000),
+        default_value = "8191"
+    )]
+    pub embedding_max_tokens: usize,
 }
 
 /// The embedder chosen.
@@ -201,6 +210,8 @@ pub enum Settings {
         model: String,
         dimension: usize,
         max_requests: usize,
+        /// The most tokens its model reads in one text.
+        max_tokens: usize,
     },
     /// A sentence-transformers model directory; the width defaults to the model's.
     #[cfg(feature = "local")]
@@ -305,6 +316,7 @@ impl Variables {
                         .unwrap_or_else(|| "text-embedding-3-small".into()),
                     dimension: self.embedding_dim.unwrap_or(1536),
                     max_requests: self.embedding_max_requests,
+                    max_tokens: self.embedding_max_tokens,
                 })
             }
         } else {

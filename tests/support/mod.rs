@@ -152,6 +152,33 @@ pub const PARAPHRASES: [(&str, &str); 3] = [
     ),
 ];
 
+/// A Korean memory of at most `bytes` UTF-8 bytes whose last paragraph, about a third of
+/// it, says `fact` over and over, after words of no meaning: longer than any remote
+/// embedder's window, and about `fact` only in its tail.
+pub fn long_korean(fact: &str, bytes: usize) -> String {
+    const SYLLABLES: [char; 20] = [
+        '가', '나', '다', '라', '마', '바', '사', '아', '자', '차', '카', '타', '파', '하', '거',
+        '너', '더', '러', '머', '버',
+    ];
+    let mut text = String::new();
+    let mut seed: u64 = 7;
+    while text.len() < bytes * 2 / 3 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        for i in 0..2 + (seed >> 60) % 3 {
+            text.push(SYLLABLES[((seed >> (8 * i)) % 20) as usize]);
+        }
+        text.push(' ');
+    }
+    text.push_str("\n\n");
+    while text.len() + fact.len() < bytes {
+        text.push_str(fact);
+        text.push(' ');
+    }
+    text.trim_end().to_owned()
+}
+
 /// The fake embedder: texts sharing words get close vectors (9 of 10 words → ≈0.93,
 /// unrelated ≈0).
 pub fn fake_vector(text: &str) -> Vec<f64> {
@@ -195,9 +222,19 @@ pub fn fake_vector_of(text: &str, width: usize) -> Vec<f64> {
 #[derive(Clone)]
 pub struct EmbeddingStub {
     pub base_url: String,
-    fail_with: Arc<AtomicU16>,
-    answer: Arc<std::sync::Mutex<Option<String>>>,
+    behaviour: Arc<Behaviour>,
     requests: Arc<Requests>,
+}
+
+/// How the stub answers: see `EmbeddingStub`'s methods.
+#[derive(Default)]
+struct Behaviour {
+    fail_with: AtomicU16,
+    /// A status, how many requests still get it, and the `Retry-After` sent with it.
+    fail_next: std::sync::Mutex<(u16, usize, Option<&'static str>)>,
+    /// The most tokens it reads (one every two bytes); 0: no limit.
+    max_tokens: std::sync::atomic::AtomicUsize,
+    answer: std::sync::Mutex<Option<String>>,
 }
 
 /// The requests the stub is answering now, the most it ever answered at once, and whether
@@ -210,8 +247,7 @@ pub struct Requests {
 
 impl EmbeddingStub {
     pub async fn start() -> EmbeddingStub {
-        let fail_with = Arc::new(AtomicU16::new(0));
-        let answer = Arc::new(std::sync::Mutex::new(None));
+        let behaviour = Arc::new(Behaviour::default());
         let requests = Arc::new(Requests {
             now: Default::default(),
             most: Default::default(),
@@ -219,18 +255,13 @@ impl EmbeddingStub {
         });
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(embed))
-            .with_state((
-                Arc::clone(&fail_with),
-                Arc::clone(&answer),
-                Arc::clone(&requests),
-            ));
+            .with_state((Arc::clone(&behaviour), Arc::clone(&requests)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         EmbeddingStub {
             base_url: format!("http://{addr}/v1"),
-            fail_with,
-            answer,
+            behaviour,
             requests,
         }
     }
@@ -255,19 +286,31 @@ impl EmbeddingStub {
     }
 
     pub fn fail_with(&self, status: u16) {
-        self.fail_with.store(status, Ordering::SeqCst);
+        self.behaviour.fail_with.store(status, Ordering::SeqCst);
+    }
+
+    /// The next `times` requests are answered `status`, with `Retry-After` when given.
+    pub fn fail_next(&self, status: u16, times: usize, retry_after: Option<&'static str>) {
+        *self.behaviour.fail_next.lock().unwrap() = (status, times, retry_after);
+    }
+
+    /// Requests not yet failed of those `fail_next` named.
+    pub fn failures_to_come(&self) -> usize {
+        self.behaviour.fail_next.lock().unwrap().1
+    }
+
+    /// A text of more than `max` tokens (one every two bytes: more than the server's own
+    /// count) is refused with 400, as OpenAI words it; 0: no limit.
+    pub fn read_at_most(&self, max: usize) {
+        self.behaviour.max_tokens.store(max, Ordering::SeqCst);
     }
 
     pub fn answer_with(&self, body: Option<&str>) {
-        *self.answer.lock().unwrap() = body.map(str::to_owned);
+        *self.behaviour.answer.lock().unwrap() = body.map(str::to_owned);
     }
 }
 
-type StubState = (
-    Arc<AtomicU16>,
-    Arc<std::sync::Mutex<Option<String>>>,
-    Arc<Requests>,
-);
+type StubState = (Arc<Behaviour>, Arc<Requests>);
 
 /// Counts a request from its arrival to its answer.
 struct Counted(Arc<Requests>);
@@ -287,7 +330,7 @@ impl Drop for Counted {
 }
 
 async fn embed(
-    State((fail_with, answer, requests)): State<StubState>,
+    State((behaviour, requests)): State<StubState>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
@@ -297,7 +340,7 @@ async fn embed(
     assert_eq!(headers["authorization"], "Bearer test-key");
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
     assert!(body["model"].is_string());
-    let status = fail_with.load(Ordering::SeqCst);
+    let status = behaviour.fail_with.load(Ordering::SeqCst);
     if status != 0 {
         return (
             StatusCode::from_u16(status).unwrap(),
@@ -305,10 +348,35 @@ async fn embed(
         )
             .into_response();
     }
-    if let Some(answer) = answer.lock().unwrap().clone() {
+    {
+        let mut next = behaviour.fail_next.lock().unwrap();
+        if next.1 > 0 {
+            next.1 -= 1;
+            let mut failed = (StatusCode::from_u16(next.0).unwrap(), "slow down").into_response();
+            if let Some(after) = next.2 {
+                failed
+                    .headers_mut()
+                    .insert("retry-after", axum::http::HeaderValue::from_static(after));
+            }
+            return failed;
+        }
+    }
+    if let Some(answer) = behaviour.answer.lock().unwrap().clone() {
         return (StatusCode::OK, answer).into_response();
     }
     let text = body["input"].as_str().unwrap_or_default();
+    let (max, tokens) = (
+        behaviour.max_tokens.load(Ordering::SeqCst),
+        text.len().div_ceil(2),
+    );
+    if max > 0 && tokens > max {
+        let message = format!(
+            "This model's maximum context length is {max} tokens, however you requested \
+             {tokens} tokens. Please reduce your prompt."
+        );
+        let error = json!({"error": {"message": message, "type": "invalid_request_error"}});
+        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
     let width = (body["model"].as_str())
         .and_then(|m| m.strip_prefix("fake-"))
         .and_then(|w| w.parse().ok())

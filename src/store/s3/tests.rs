@@ -920,3 +920,113 @@ async fn the_final_flush_stops_the_timer_and_writes_every_tenant() {
         .unwrap();
     assert_eq!(shards("acme").await, 1);
 }
+
+/// An emulator of one test's own, on its own port, so that the faults it is told to
+/// inject reach no other test: the one `scripts/with-aws.sh` started (`AWS_EMULATOR`, or
+/// this project's), run from the same virtualenv.
+struct OwnEmulator {
+    child: std::process::Child,
+    url: String,
+}
+
+impl OwnEmulator {
+    fn start() -> OwnEmulator {
+        use std::io::BufRead;
+        require_emulator();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let script = std::env::var("AWS_EMULATOR")
+            .unwrap_or_else(|_| format!("{root}/tests/support/aws_emulator.py"));
+        let mut child = std::process::Command::new(format!("{root}/.venv-aws/bin/python"))
+            .args([&script, "--host", "127.0.0.1", "--port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the emulator's virtualenv, made by scripts/aws.sh");
+        let stdout = child.stdout.take().unwrap();
+        let port = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("READY ").map(str::to_owned))
+            .expect("the emulator said READY");
+        OwnEmulator {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The next `times` S3 requests of `method` fail with `status` `code`.
+    async fn fail(&self, method: &str, status: u16, code: &str, times: u32) {
+        let fault = serde_json::json!({"service": "s3", "operation": method,
+                                       "status": status, "code": code, "times": times});
+        let client = reqwest::Client::new();
+        let sent = client
+            .post(format!("{}/_fake/faults", self.url))
+            .json(&fault);
+        sent.send().await.unwrap().error_for_status().unwrap();
+    }
+
+    /// An S3 client of this emulator, with the retries every AWS client has.
+    async fn s3(&self) -> aws_sdk_s3::Client {
+        let config = aws_sdk_s3::config::Builder::from(&sdk().await)
+            .endpoint_url(&self.url)
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
+    }
+}
+
+impl Drop for OwnEmulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A compaction meets a lost conditional write (409 `ConditionalRequestConflict`) and
+/// passing 503s on its write and its cleanup: the 409 ends it as a lost race with nothing
+/// deleted, the 503s are retried, and every use is still counted exactly once.
+#[tokio::test]
+async fn counters_survive_a_conflict_and_unavailability_during_compaction() {
+    let emulator = OwnEmulator::start();
+    let client = emulator.s3().await;
+    let bucket = unique("state");
+    client.create_bucket().bucket(&bucket).send().await.unwrap();
+    let objects: Arc<dyn Objects> = Arc::new(S3Objects::new(client, &bucket));
+    let now = Arc::new(AtomicI64::new(T0));
+    let clock: counters::Clock = {
+        let now = Arc::clone(&now);
+        Arc::new(move || now.load(Ordering::SeqCst))
+    };
+    let pod = Counters::new(objects, "a".into(), clock, 2);
+    let acme = tenant("acme");
+    for round in 0..4 {
+        now.fetch_add(10_000, Ordering::SeqCst);
+        pod.record_uses(&acme, "m1", round + 1, T0 + round as i64);
+        pod.flush().await.unwrap();
+    }
+    let total = |reading: &counters::Reading| reading.tally.get("m1").map_or(0, |u| u.access);
+    now.fetch_add(2 * 60_000, Ordering::SeqCst);
+    let plan = (pod.read(&acme).await.unwrap().compaction).expect("four old shards to fold");
+    emulator
+        .fail("PUT", 409, "ConditionalRequestConflict", 1)
+        .await;
+    assert!(matches!(pod.compact(plan).await.unwrap(), Compacted::Lost));
+    let reading = pod.read(&acme).await.unwrap();
+    assert_eq!(total(&reading), 1 + 2 + 3 + 4);
+    let plan = reading
+        .compaction
+        .expect("the shards are still there to fold");
+    emulator.fail("PUT", 503, "SlowDown", 2).await;
+    // DeleteObjects, a POST.
+    emulator.fail("POST", 503, "SlowDown", 2).await;
+    assert!(matches!(
+        pod.compact(plan).await.unwrap(),
+        Compacted::Folded(4)
+    ));
+    let reading = pod.read(&acme).await.unwrap();
+    assert_eq!(total(&reading), 10);
+    assert!(
+        reading.compaction.is_none(),
+        "the folded shards were deleted"
+    );
+}

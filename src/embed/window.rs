@@ -1,0 +1,375 @@
+//! Texts longer than a remote model reads (docs/embeddings.md#long-texts). A memory may hold
+//! 32,000 bytes, more than Titan's 8,192 tokens once it is Korean and more than many
+//! self-hosted models' windows in any language, and a limit of the embedder must never
+//! refuse a memory within the documented ones. So a text that may not fit is cut into
+//! windows that do, at spaces, each is embedded, and the vectors are pooled into one: their
+//! mean weighted by each window's length, normalised, as mean pooling over the whole text
+//! would weigh them. Pooling was measured against keeping the first window
+//! (BENCHMARKS.md, "Long memories"). A text that fits is embedded as it is, so every
+//! short text keeps the vector it had.
+//!
+//! How many tokens a text makes is not known here (Titan's tokenizer is not published; an
+//! OpenAI-compatible server may run any), so `tokens` counts at least as many as a subword
+//! tokenizer makes of most text, and a window the service still refuses as too long is cut
+//! in two and tried again.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures_util::future::try_join_all;
+
+use super::{EmbedError, Embedder};
+
+/// How many times a window the service refuses may be cut in two: to 1/64 of it at the least.
+const HALVINGS: u32 = 6;
+
+/// What one call of the model reads at the most.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub tokens: usize,
+    pub chars: usize,
+}
+
+impl Window {
+    /// Titan text v2: 8,192 tokens and 50,000 characters.
+    pub const TITAN: Window = Window {
+        tokens: 8_192,
+        chars: 50_000,
+    };
+}
+
+/// How many tokens `text` makes at the least in a subword tokenizer, counted so as to make
+/// more rather than fewer: one a Hangul, kana or CJK character, one a run of up to four
+/// letters or three digits, one any other sign.
+pub fn tokens(text: &str) -> usize {
+    let mut counter = Counter::default();
+    text.chars().map(|c| counter.add(c)).sum()
+}
+
+#[derive(Default)]
+struct Counter {
+    /// The run under way: letters (`true`) or digits, and its length.
+    run: Option<(bool, usize)>,
+}
+
+impl Counter {
+    /// The tokens `c` starts: 0 or 1.
+    fn add(&mut self, c: char) -> usize {
+        if is_syllabic(c) || !(c.is_alphanumeric() || c.is_whitespace()) {
+            self.run = None;
+            return 1;
+        }
+        if c.is_whitespace() {
+            self.run = None;
+            return 0;
+        }
+        let (letter, longest) = if c.is_numeric() {
+            (false, 3)
+        } else {
+            (true, 4)
+        };
+        match &mut self.run {
+            Some((kind, length)) if *kind == letter && *length < longest => {
+                *length += 1;
+                0
+            }
+            _ => {
+                self.run = Some((letter, 1));
+                1
+            }
+        }
+    }
+}
+
+/// Hangul (syllables and letters), kana, and CJK ideographs: about a token each.
+fn is_syllabic(c: char) -> bool {
+    matches!(c,
+        '\u{1100}'..='\u{11ff}' | '\u{3040}'..='\u{30ff}' | '\u{3130}'..='\u{318f}'
+        | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
+}
+
+/// `text` in pieces that each fit `window`, cut after a space where one falls in the piece,
+/// in order; the text itself when it fits.
+pub fn cut(text: &str, window: Window) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let end = fitting(rest, window);
+        pieces.push(rest[..end].trim_end());
+        rest = rest[end..].trim_start();
+    }
+    pieces
+}
+
+/// The length in bytes of the longest start of `text` within `window`, ending after a
+/// space when there is one; at least one character.
+fn fitting(text: &str, window: Window) -> usize {
+    let mut counter = Counter::default();
+    let (mut tokens, mut space) = (0, None);
+    for (chars, (at, c)) in text.char_indices().enumerate() {
+        tokens += counter.add(c);
+        if (tokens > window.tokens || chars >= window.chars) && at > 0 {
+            return space.unwrap_or(at);
+        }
+        if c.is_whitespace() {
+            space = Some(at + c.len_utf8());
+        }
+    }
+    text.len()
+}
+
+/// One vector for `pieces`: their mean weighted by `weights`, normalised.
+pub fn pool(vectors: &[Vec<f32>], weights: &[usize]) -> Vec<f32> {
+    let width = vectors.first().map_or(0, Vec::len);
+    let mut sum = vec![0f64; width];
+    for (vector, weight) in vectors.iter().zip(weights) {
+        for (s, x) in sum.iter_mut().zip(vector) {
+            *s += f64::from(*x) * (*weight).max(1) as f64;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let norm = if norm > 0.0 { norm } else { 1.0 };
+    sum.iter().map(|x| (x / norm) as f32).collect()
+}
+
+/// The service's answer that a text was longer than it reads: Titan's `ValidationException`
+/// (too many tokens, or characters), or an OpenAI-compatible server's 400, 413 or 422
+/// that says so (OpenAI: "maximum context length"; text-embeddings-inference: "must have
+/// less than 512 tokens"; vLLM alike).
+fn too_long(e: &EmbedError) -> bool {
+    let says = |text: &str| {
+        let text = text.to_lowercase();
+        [
+            "token",
+            "too long",
+            "context length",
+            "longer than",
+            "input length",
+        ]
+        .iter()
+        .any(|w| text.contains(w))
+    };
+    match e {
+        EmbedError::Bedrock(message) => message.starts_with("ValidationException") && says(message),
+        EmbedError::Status {
+            status: 400 | 413 | 422,
+            body: Some(body),
+        } => says(body),
+        _ => false,
+    }
+}
+
+/// A remote embedder that takes texts of any length (module doc).
+pub struct Windowed {
+    inner: Arc<dyn Embedder>,
+    window: Window,
+}
+
+impl Windowed {
+    pub fn new(inner: Arc<dyn Embedder>, window: Window) -> Windowed {
+        Windowed { inner, window }
+    }
+
+    async fn embed_as(&self, text: &str, query: bool) -> Result<Vec<f32>, EmbedError> {
+        let pieces = cut(text, self.window);
+        if let [whole] = pieces.as_slice()
+            && whole.len() == text.trim().len()
+        {
+            return self.piece(text, query, HALVINGS).await;
+        }
+        let vectors = try_join_all(pieces.iter().map(|p| self.piece(p, query, HALVINGS))).await?;
+        let weights: Vec<usize> = pieces.iter().map(|p| tokens(p)).collect();
+        Ok(pool(&vectors, &weights))
+    }
+
+    /// One piece's vector; one the service refuses as too long is cut in two, each half
+    /// embedded, and the two pooled.
+    async fn piece(&self, text: &str, query: bool, halvings: u32) -> Result<Vec<f32>, EmbedError> {
+        let embedded = if query {
+            self.inner.embed_query(text).await
+        } else {
+            self.inner.embed(text).await
+        };
+        match embedded {
+            Err(e) if halvings > 0 && too_long(&e) => {
+                let half = Window {
+                    tokens: (tokens(text) / 2).max(1),
+                    chars: (text.chars().count() / 2).max(1),
+                };
+                let (first, rest) = text.split_at(fitting(text, half));
+                let (first, rest) = (first.trim(), rest.trim());
+                if first.is_empty() || rest.is_empty() {
+                    return Err(e);
+                }
+                let (a, b) = futures_util::future::try_join(
+                    Box::pin(self.piece(first, query, halvings - 1)),
+                    Box::pin(self.piece(rest, query, halvings - 1)),
+                )
+                .await?;
+                Ok(pool(&[a, b], &[tokens(first), tokens(rest)]))
+            }
+            other => other,
+        }
+    }
+}
+
+#[async_trait]
+impl Embedder for Windowed {
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed_as(text, false).await
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed_as(text, true).await
+    }
+
+    fn model(&self) -> crate::memory::Model {
+        self.inner.model()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn health(&self) -> Result<(), String> {
+        self.inner.health()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn tokens_are_counted_as_a_subword_tokenizer_makes_them_at_the_least() {
+        assert_eq!(tokens(""), 0);
+        assert_eq!(tokens("deploy"), 2); // deplo + y
+        assert_eq!(tokens("a b"), 2);
+        assert_eq!(tokens("2026-12-07"), 6); // 202 6 - 12 - 07
+        assert_eq!(tokens("배포는 금요일"), 6);
+        assert_eq!(tokens("v2.3"), 4);
+    }
+
+    #[test]
+    fn a_long_text_is_cut_at_spaces_into_windows_that_fit_and_lose_nothing() {
+        let window = Window {
+            tokens: 10,
+            chars: 1_000,
+        };
+        let text =
+            "one two three four five six seven eight nine ten eleven twelve 배포는 금요일에 한다";
+        let pieces = cut(text, window);
+        assert!(pieces.len() > 1, "{pieces:?}");
+        for piece in &pieces {
+            assert!(tokens(piece) <= window.tokens, "{piece:?}");
+            assert_eq!(piece.trim(), *piece);
+        }
+        assert_eq!(pieces.join(" "), text);
+        assert_eq!(cut("fits", window), ["fits"]);
+        // No space at all: cut between characters.
+        let solid = "가".repeat(25);
+        let pieces = cut(&solid, window);
+        assert_eq!(pieces.concat(), solid);
+        assert!(pieces.iter().all(|p| tokens(p) <= window.tokens));
+        // Characters are a limit of their own.
+        let chars = Window {
+            tokens: 1_000,
+            chars: 8,
+        };
+        assert!(
+            cut("abcdefghijklmnop", chars)
+                .iter()
+                .all(|p| p.chars().count() <= 8)
+        );
+    }
+
+    #[test]
+    fn pooling_weighs_windows_by_length_and_normalises() {
+        let pooled = pool(&[vec![1.0, 0.0], vec![0.0, 1.0]], &[3, 1]);
+        let norm = (pooled[0] * pooled[0] + pooled[1] * pooled[1]).sqrt();
+        assert!((norm - 1.0).abs() < 1e-6);
+        assert!((pooled[0] / pooled[1] - 3.0).abs() < 1e-5);
+    }
+
+    /// An embedder that refuses, as Titan does, a text of more than `cap` tokens, and
+    /// records the texts it embedded.
+    struct Capped {
+        cap: usize,
+        seen: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Embedder for Capped {
+        async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+            let count = tokens(text) * 2; // a tokenizer that makes twice what is counted
+            if count > self.cap {
+                return Err(EmbedError::Bedrock(format!(
+                    "ValidationException: Too many input tokens. Max input tokens: {}, \
+                     request input token count: {count}",
+                    self.cap
+                )));
+            }
+            self.seen.lock().unwrap().push(text.to_owned());
+            Ok(vec![1.0, count as f32])
+        }
+
+        fn model(&self) -> crate::memory::Model {
+            crate::memory::Model {
+                name: "test:capped".into(),
+                dimension: 2,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_window_the_service_refuses_is_halved_until_it_is_taken() {
+        let capped = Arc::new(Capped {
+            cap: 20,
+            seen: Mutex::default(),
+        });
+        let windowed = Windowed::new(
+            capped.clone(),
+            Window {
+                tokens: 20,
+                chars: 1_000,
+            },
+        );
+        let text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi";
+        let vector = windowed.embed(text).await.unwrap();
+        assert!((vector.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+        let seen = capped.seen.lock().unwrap().clone();
+        assert_eq!(seen.join(" "), text, "every word embedded once, in order");
+        assert!(seen.iter().all(|t| tokens(t) * 2 <= 20), "{seen:?}");
+        // Short texts go through untouched.
+        capped.seen.lock().unwrap().clear();
+        windowed.embed("short").await.unwrap();
+        assert_eq!(*capped.seen.lock().unwrap(), ["short"]);
+    }
+
+    #[tokio::test]
+    async fn other_failures_are_not_retried() {
+        struct Down;
+        #[async_trait]
+        impl Embedder for Down {
+            async fn embed(&self, _: &str) -> Result<Vec<f32>, EmbedError> {
+                Err(EmbedError::Status {
+                    status: 400,
+                    body: Some("invalid model".into()),
+                })
+            }
+            fn model(&self) -> crate::memory::Model {
+                crate::memory::Model {
+                    name: "test:down".into(),
+                    dimension: 2,
+                }
+            }
+        }
+        let windowed = Windowed::new(Arc::new(Down), Window::TITAN);
+        let e = windowed.embed("anything").await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the embedding service answered 400: invalid model"
+        );
+    }
+}
