@@ -51,20 +51,7 @@ impl Tally {
 #[tokio::main]
 async fn main() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let mut dirs: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    if dirs.is_empty() {
-        dirs = [
-            "multilingual-e5-small",
-            "all-MiniLM-L6-v2",
-            "all-mpnet-base-v2",
-            "embeddinggemma-300m",
-        ]
-        .map(|m| format!("{root}/.models/{m}"))
-        .to_vec();
-    }
+    let dirs = sets::model_dirs(root);
     let path = std::env::var("RECALL_SET").unwrap_or_else(|_| "bench/korean_recall.json".into());
     let path = std::path::Path::new(root).join(path);
     let set: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

@@ -13,6 +13,8 @@
 //! memory of the set) per model, way, and part of the memory the fact is in (`head`,
 //! `tail`), also by the question's language, and how many windows the long texts made.
 
+mod sets;
+
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -58,20 +60,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[tokio::main]
 async fn main() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let mut dirs: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    if dirs.is_empty() {
-        dirs = [
-            "multilingual-e5-small",
-            "all-MiniLM-L6-v2",
-            "all-mpnet-base-v2",
-            "embeddinggemma-300m",
-        ]
-        .map(|m| format!("{root}/.models/{m}"))
-        .to_vec();
-    }
+    let dirs = sets::model_dirs(root);
     let set: Value =
         serde_json::from_slice(&std::fs::read(format!("{root}/bench/long_texts.json")).unwrap())
             .unwrap();

@@ -62,3 +62,23 @@ pub fn locomo_turns(conversation: &Value) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// The model folders a benchmark runs: those named on its command line, or else every model
+/// `make models` fetches.
+pub fn model_dirs(root: &str) -> Vec<String> {
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    [
+        "multilingual-e5-small",
+        "all-MiniLM-L6-v2",
+        "all-mpnet-base-v2",
+        "embeddinggemma-300m",
+    ]
+    .map(|m| format!("{root}/.models/{m}"))
+    .to_vec()
+}

@@ -25,18 +25,7 @@ async fn server() -> Running {
 /// What the AWS image's server is started with, on new buckets.
 async fn env() -> HashMap<String, String> {
     let (vector_bucket, state_bucket) = buckets(WIDTH).await;
-    let mut env: HashMap<String, String> = [
-        ("VECTOR_BUCKET", vector_bucket.as_str()),
-        ("STATE_BUCKET", &state_bucket),
-        ("EMBEDDING_DIM", &WIDTH.to_string()),
-        ("STATS_FLUSH_MS", "3600000"),
-        ("S3_FORCE_PATH_STYLE", "true"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    support::aws::point_at_emulator(&mut env);
-    env
+    support::aws::pod_env(&vector_bucket, &state_bucket, WIDTH)
 }
 
 /// The faults the emulator has still to answer with, after adding `fault`.

@@ -66,6 +66,27 @@ pub async fn buckets(width: usize) -> (String, String) {
     (vector_bucket, state_bucket)
 }
 
+/// What the AWS image's pod gets on EKS, with the emulator standing in for AWS: these
+/// buckets, vectors `width` wide, counters flushed only by the final flush on SIGTERM.
+pub fn pod_env(
+    vector_bucket: &str,
+    state_bucket: &str,
+    width: usize,
+) -> std::collections::HashMap<String, String> {
+    let mut env: std::collections::HashMap<String, String> = [
+        ("VECTOR_BUCKET", vector_bucket),
+        ("STATE_BUCKET", state_bucket),
+        ("EMBEDDING_DIM", &width.to_string()),
+        ("STATS_FLUSH_MS", "3600000"),
+        ("S3_FORCE_PATH_STYLE", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    point_at_emulator(&mut env);
+    env
+}
+
 /// A child process gets only the variables it is given: these point its AWS clients at the
 /// emulator, as `scripts/with-aws.sh` points this one.
 pub fn point_at_emulator(env: &mut std::collections::HashMap<String, String>) {

@@ -179,6 +179,13 @@ pub fn long_korean(fact: &str, bytes: usize) -> String {
     text.trim_end().to_owned()
 }
 
+/// The first result's line of a recall's answer; empty when it found nothing.
+pub fn top_hit(recalled: &str) -> &str {
+    (recalled.lines())
+        .find(|l| l.starts_with("1. "))
+        .unwrap_or_default()
+}
+
 /// The fake embedder: texts sharing words get close vectors (9 of 10 words → ≈0.93,
 /// unrelated ≈0).
 pub fn fake_vector(text: &str) -> Vec<f64> {
