@@ -655,7 +655,8 @@ async fn a_throttling_embedding_service_is_tried_again() {
     s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
     assert_eq!(s.stub.failures_to_come(), 0);
     s.stub.fail_next(503, 2, None);
-    let recalled = s.ok(ACME, "recall", json!({"query": "deploy"})).await;
+    // By meaning alone, as S3 recalls.
+    let recalled = s.ok(ACME, "recall", json!({"query": DEPLOY})).await;
     assert!(recalled.contains(DEPLOY), "{recalled}");
     assert_eq!(s.stub.failures_to_come(), 0);
     s.stub.fail_next(429, 1, Some("30"));
