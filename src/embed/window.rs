@@ -172,9 +172,9 @@ impl Windowed {
 
     async fn embed_as(&self, text: &str, query: bool) -> Result<Vec<f32>, EmbedError> {
         let pieces = cut(text, self.window);
-        if let [whole] = pieces.as_slice()
-            && whole.len() == text.trim().len()
-        {
+        // One piece is the whole text: sent as it was given (blank text too, for the
+        // service to answer).
+        if pieces.len() <= 1 {
             return self.piece(text, query, HALVINGS).await;
         }
         let vectors = try_join_all(pieces.iter().map(|p| self.piece(p, query, HALVINGS))).await?;
@@ -341,10 +341,10 @@ mod tests {
         let seen = capped.seen.lock().unwrap().clone();
         assert_eq!(seen.join(" "), text, "every word embedded once, in order");
         assert!(seen.iter().all(|t| tokens(t) * 2 <= 20), "{seen:?}");
-        // Short texts go through untouched.
+        // Short texts go through untouched, spaces and all.
         capped.seen.lock().unwrap().clear();
-        windowed.embed("short").await.unwrap();
-        assert_eq!(*capped.seen.lock().unwrap(), ["short"]);
+        windowed.embed(" short ").await.unwrap();
+        assert_eq!(*capped.seen.lock().unwrap(), [" short "]);
     }
 
     #[tokio::test]
