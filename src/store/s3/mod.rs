@@ -228,7 +228,7 @@ impl S3Store {
             self.searched_unrecorded.store(true, Ordering::Relaxed);
             return Ok(());
         };
-        let location = format!("S3 Vectors {}", self.vectors.describe());
+        let location = self.vectors.location();
         StoreError::unless_same_model(&location, Some(stored), &self.model)?;
         self.model_checked.store(true, Ordering::Relaxed);
         Ok(())

@@ -67,14 +67,11 @@ impl Reembedding for Reembedder {
     /// Creates the new index if missing; one that exists must be made as the servers need
     /// it (`vectors::Layout::check`) and hold no other model's vectors.
     async fn begin(&self, to: &Model) -> Result<Plan, StoreError> {
+        let location = self.to.location();
         match self.to.layout().await? {
             None => self.to.create(to.dimension).await?,
-            Some(layout) => {
-                let location = format!("S3 Vectors {}", self.to.describe());
-                layout.check(&location, to.dimension)?;
-            }
+            Some(layout) => layout.check(&location, to.dimension)?,
         }
-        let location = format!("S3 Vectors {}", self.to.describe());
         let theirs = recorded_model(&*self.objects, &self.to_model).await?;
         StoreError::unless_same_model(&location, theirs, to)?;
         Ok(Plan {
@@ -142,13 +139,13 @@ impl Reembedding for Reembedder {
     /// Records the model of the new index; the servers move to it by configuration.
     async fn switch(&self, to: &Model) -> Result<Switched, StoreError> {
         let recorded = record_model(&*self.objects, &self.to_model, to).await?;
-        let location = format!("S3 Vectors {}", self.to.describe());
+        let location = self.to.location();
         StoreError::unless_same_model(&location, recorded, to)?;
         Ok(Switched::Done)
     }
 
     fn describe(&self) -> String {
-        format!("S3 Vectors {}", self.to.describe())
+        self.to.location()
     }
 
     fn afterwards(&self) -> Option<String> {

@@ -178,6 +178,11 @@ impl Vectors {
         format!("{}/{}", self.bucket, self.index)
     }
 
+    /// Where the index is, as errors name it.
+    pub fn location(&self) -> String {
+        format!("S3 Vectors {}", self.describe())
+    }
+
     /// What the index was made with; None when there is no such index.
     pub async fn layout(&self) -> Result<Option<Layout>, StoreError> {
         let found = self
@@ -210,7 +215,7 @@ impl Vectors {
 
     /// The index, which must exist and be made as `Layout::check` says.
     pub async fn check(&self, width: usize) -> Result<Layout, StoreError> {
-        let location = format!("S3 Vectors {}", self.describe());
+        let location = self.location();
         let Some(layout) = self.layout().await? else {
             return Err(StoreError::SetUp {
                 location,
