@@ -6,6 +6,7 @@ pub mod app;
 pub mod auth;
 #[cfg(any(feature = "s3", feature = "bedrock", feature = "kb"))]
 pub mod aws;
+pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod context;
