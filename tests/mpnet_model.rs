@@ -20,7 +20,11 @@ fn load() -> LocalEmbedder {
     support::load_model(&model_dir())
 }
 
-fn reference() -> Vec<(String, Vec<f64>)> {
+/// The model's window: a text of more tokens is read in windows.
+const WINDOW: usize = 384;
+
+/// Each fixture text, its token ids and its reference vector.
+fn reference() -> Vec<(String, Vec<u32>, Vec<f64>)> {
     let fixture: Value =
         serde_json::from_str(include_str!("fixtures/mpnet_reference.json")).unwrap();
     (fixture["sentences"].as_array().unwrap().iter())
@@ -28,21 +32,40 @@ fn reference() -> Vec<(String, Vec<f64>)> {
             let vector = (s["embedding"].as_array().unwrap().iter())
                 .map(|v| v.as_f64().unwrap())
                 .collect();
-            (s["text"].as_str().unwrap().to_owned(), vector)
+            (
+                s["text"].as_str().unwrap().to_owned(),
+                support::ids(s),
+                vector,
+            )
         })
         .collect()
 }
 
-/// Every text of the fixture (one past the 384-token window), within 1e-6 of the numpy
-/// float64 forward in every component (1.5e-7 here).
+/// Our vector of a fixture text, as the reference computed it: the text past the window,
+/// which the reference truncated, by the encoder on the reference's ids
+/// (`support::encode_ids`).
+async fn ours(
+    embedder: &LocalEmbedder,
+    precision: mcp_memory_encoder::Precision,
+    text: &str,
+    ids: &[u32],
+) -> Vec<f32> {
+    if ids.len() >= WINDOW {
+        return support::encode_ids(&model_dir(), precision, ids);
+    }
+    embedder.embed(text).await.unwrap()
+}
+
+/// Every text of the fixture (one past the 384-token window, `ours`), within 1e-6 of the
+/// numpy float64 forward in every component (1.5e-7 here).
 #[tokio::test]
 async fn vectors_match_the_independent_reference() {
     let embedder = load();
     assert_eq!(embedder.dimension(), 768);
     assert!(embedder.prompts().query.is_empty());
     let mut worst = 0.0f64;
-    for (text, reference) in reference() {
-        let ours = embedder.embed(&text).await.unwrap();
+    for (text, ids, reference) in reference() {
+        let ours = ours(&embedder, mcp_memory_encoder::Precision::F32, &text, &ids).await;
         worst = worst.max(support::within(&text, &ours, &reference, 1e-6));
     }
     eprintln!("largest difference from the reference: {worst:e}");
@@ -54,8 +77,8 @@ async fn vectors_match_the_independent_reference() {
 async fn int8_products_stay_close_to_the_reference() {
     let embedder = support::load_int8(&model_dir());
     let mut worst = 1.0f64;
-    for (text, reference) in reference() {
-        let ours = embedder.embed(&text).await.unwrap();
+    for (text, ids, reference) in reference() {
+        let ours = ours(&embedder, mcp_memory_encoder::Precision::Int8, &text, &ids).await;
         worst = worst.min(support::close_in_int8(&text, &ours, &reference));
     }
     eprintln!("smallest cosine to the reference: {worst}");
@@ -65,7 +88,7 @@ async fn int8_products_stay_close_to_the_reference() {
 /// positions and the relative bias ignore the padding.
 #[tokio::test]
 async fn a_padded_batch_gives_the_same_vectors_as_one_at_a_time() {
-    let texts: Vec<String> = reference().into_iter().map(|(t, _)| t).collect();
+    let texts: Vec<String> = reference().into_iter().map(|(t, _, _)| t).collect();
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     support::batch_matches_one_at_a_time(&load(), &texts).await;
 }

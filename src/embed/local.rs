@@ -6,20 +6,29 @@
 //! `GET /health`) never waits on the model. The queue is bounded: a text that finds it full
 //! is refused as busy at once, rather than waiting behind minutes of work; a batch the model
 //! panics on fails alone, and the thread goes on.
+//!
+//! A text longer than the model's window is not truncated: it is cut at spaces into windows
+//! of half the window by the model's own tokenizer (`WINDOWS_OF`), each with the model's
+//! prompt, and their vectors pooled into one (`super::window`, docs/embeddings.md#long-texts), so the end of a long
+//! memory is found as its start is.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use async_trait::async_trait;
 use mcp_memory_encoder::unigram::Unigram;
 use mcp_memory_encoder::{Encoder, Kernel, Precision};
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
 use super::{EmbedError, Embedder, check_values};
 
 /// The most texts one forward pass takes; more waiting requests go in the next pass.
 const MAX_BATCH: usize = 32;
+/// A text past the model's window is read in windows of this part of it: windows half as
+/// long found a long memory's facts better than windows as long as the model reads, on every
+/// model measured (BENCHMARKS.md, "Issue 61: long memories, and a store that is down").
+const WINDOWS_OF: usize = 2;
 /// The most texts that may wait for the model: eight full passes, under a second of work
 /// here (BENCHMARKS.md, embedding). One more is told to try again.
 const QUEUE: usize = 8 * MAX_BATCH;
@@ -34,6 +43,8 @@ pub struct LocalEmbedder {
     prompts: Prompts,
     /// What levels its queries across languages (`super::languages`), for a known model.
     languages: Option<super::languages::Languages>,
+    /// The model's tokenizer, shared with the embedding thread.
+    tokenizer: Option<Arc<Tokens>>,
 }
 
 /// What a model trained with instructions wants before each text, as sentence-transformers
@@ -71,17 +82,29 @@ impl Prompts {
     }
 }
 
-/// What turns a batch of texts into vectors, on the embedding thread.
-type Forward = Box<dyn FnMut(&[&str]) -> Result<Vec<Vec<f32>>, String> + Send>;
+/// What turns a batch of texts, each after its prompt, into vectors, on the embedding
+/// thread.
+type Forward = Box<dyn FnMut(&[Prompted]) -> Result<Vec<Vec<f32>>, String> + Send>;
+
+/// A text and the prompt the model wants before it (`Prompts`), kept apart so that every
+/// window of a long text gets the prompt.
+#[derive(Clone, Copy)]
+struct Prompted<'a> {
+    prompt: &'a str,
+    text: &'a str,
+}
 
 struct Job {
+    prompt: String,
     text: String,
     reply: oneshot::Sender<Result<Vec<f32>, EmbedError>>,
 }
 
 struct Model {
     encoder: Encoder,
-    tokenizer: Tokens,
+    tokenizer: Arc<Tokens>,
+    /// The most tokens one pass reads (`max_tokens`), special tokens and prompt included.
+    window: usize,
 }
 
 /// A folder's own tokenizer (MiniLM's and MPNet's WordPiece, by the `tokenizers` crate), or
@@ -107,6 +130,7 @@ impl LocalEmbedder {
     ) -> Result<Self, String> {
         let model = Model::load(dir, kernel, precision)?;
         let width = model.encoder.hidden();
+        let tokenizer = Arc::clone(&model.tokenizer);
         if let Some(configured) = dimension.filter(|d| *d != width) {
             return Err(format!(
                 "EMBEDDING_DIM is {configured} but the model in {} produces {width}-dimensional \
@@ -119,7 +143,7 @@ impl LocalEmbedder {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string());
         let mut embedder = LocalEmbedder::start(
-            Box::new(move |texts: &[&str]| model.forward(texts)),
+            Box::new(move |texts: &[Prompted]| model.forward(texts)),
             name,
             width,
             QUEUE,
@@ -128,6 +152,7 @@ impl LocalEmbedder {
         embedder.precision = precision;
         embedder.prompts = Prompts::of(dir)?;
         embedder.languages = super::settings::LocalModel::named(dir).and_then(|m| m.languages);
+        embedder.tokenizer = Some(tokenizer);
         Ok(embedder)
     }
 
@@ -158,7 +183,17 @@ impl LocalEmbedder {
             precision: Precision::F32,
             prompts: Prompts::default(),
             languages: None,
+            tokenizer: None,
         })
+    }
+
+    /// How many tokens the model makes of `text`, its special tokens included.
+    pub fn tokens(&self, text: &str) -> Result<usize, EmbedError> {
+        let tokenizer = self.tokenizer.as_ref().ok_or_else(stopped)?;
+        tokenizer
+            .ids(text)
+            .map(|ids| ids.len())
+            .map_err(EmbedError::Model)
     }
 
     /// Embeds several passages in one forward pass.
@@ -166,7 +201,7 @@ impl LocalEmbedder {
         // Queued back to back, the worker picks them up as one batch.
         let waiting: Vec<_> = texts
             .iter()
-            .map(|t| self.submit(&format!("{}{t}", self.prompts.passage)))
+            .map(|t| self.submit(&self.prompts.passage, t))
             .collect::<Result<_, _>>()?;
         let mut vectors = Vec::with_capacity(waiting.len());
         for reply in waiting {
@@ -177,10 +212,12 @@ impl LocalEmbedder {
 
     fn submit(
         &self,
+        prompt: &str,
         text: &str,
     ) -> Result<oneshot::Receiver<Result<Vec<f32>, EmbedError>>, EmbedError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
+            prompt: prompt.to_owned(),
             text: text.to_owned(),
             reply,
         };
@@ -206,7 +243,12 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
                 Err(_) => break,
             }
         }
-        let texts: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
+        let texts: Vec<Prompted> = (batch.iter())
+            .map(|j| Prompted {
+                prompt: &j.prompt,
+                text: &j.text,
+            })
+            .collect();
         // A panic in the tokenizer or the encoder fails this batch, not every later one.
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| forward(&texts)))
             .unwrap_or_else(|_| Err("the model failed on this text".into()));
@@ -228,14 +270,14 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
 #[async_trait]
 impl Embedder for LocalEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.submit(&format!("{}{text}", self.prompts.passage))?
+        self.submit(&self.prompts.passage, text)?
             .await
             .map_err(|_| stopped())?
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let mut vector = self
-            .submit(&format!("{}{text}", self.prompts.query))?
+            .submit(&self.prompts.query, text)?
             .await
             .map_err(|_| stopped())??;
         if let Some(languages) = &self.languages {
@@ -285,39 +327,83 @@ impl Model {
             .with_precision(precision)
             .map_err(|e| format!("EMBEDDING_PRECISION: {e}"))?;
         let window = max_tokens(dir, encoder.max_tokens());
+        // Texts are cut into windows before they are encoded (`Model::forward`), so the
+        // tokenizers count every token and cut none.
         let tokenizer = match vocabulary {
-            Some(vocabulary) => Tokens::Unigram(Unigram::new(&vocabulary, window)?),
+            Some(vocabulary) => Tokens::Unigram(Unigram::new(&vocabulary, usize::MAX)?),
             None => {
                 let (path, tokenizer) = read(dir, "tokenizer.json")?;
                 let mut tokenizer = Tokenizer::from_bytes(&tokenizer)
                     .map_err(|e| format!("{} is not a tokenizer: {e}", path.display()))?;
-                // The shipped tokenizer.json pads every input to a fixed length; the encoder
-                // takes each text at its own length. Long inputs are truncated, never refused.
+                // The shipped tokenizer.json pads every input to a fixed length, and may
+                // truncate; the encoder takes each text at its own length.
                 tokenizer.with_padding(None);
                 tokenizer
-                    .with_truncation(Some(TruncationParams {
-                        max_length: window,
-                        ..TruncationParams::default()
-                    }))
-                    .map_err(|e| format!("{}: cannot set truncation: {e}", path.display()))?;
+                    .with_truncation(None)
+                    .map_err(|e| format!("{}: cannot unset truncation: {e}", path.display()))?;
                 Tokens::Folder(Box::new(tokenizer))
             }
         };
-        Ok(Model { encoder, tokenizer })
+        Ok(Model {
+            encoder,
+            tokenizer: Arc::new(tokenizer),
+            window,
+        })
     }
 
-    fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        let ids: Vec<Vec<u32>> = match &self.tokenizer {
+    /// One vector a text: a text that fits the window as one pass, a longer one as the
+    /// pooled passes of its windows (module doc).
+    fn forward(&self, texts: &[Prompted]) -> Result<Vec<Vec<f32>>, String> {
+        let mut passes = Vec::with_capacity(texts.len());
+        let mut windows = Vec::with_capacity(texts.len());
+        for &Prompted { prompt, text } in texts {
+            let whole = self.tokenizer.ids(&format!("{prompt}{text}"))?;
+            if whole.len() <= self.window {
+                passes.push(whole);
+                windows.push(1);
+                continue;
+            }
+            let fits = |piece: &str| {
+                (self.tokenizer.ids(&format!("{prompt}{piece}")))
+                    .is_ok_and(|ids| ids.len() <= self.window / WINDOWS_OF)
+            };
+            let pieces = super::window::cut_by(text, fits);
+            windows.push(pieces.len());
+            for piece in pieces {
+                passes.push(self.tokenizer.ids(&format!("{prompt}{piece}"))?);
+            }
+        }
+        // At most a batch's worth of windows a pass, as the encoder's memory is sized for.
+        let mut vectors = Vec::with_capacity(passes.len());
+        for group in passes.chunks(MAX_BATCH) {
+            let ids: Vec<&[u32]> = group.iter().map(Vec::as_slice).collect();
+            vectors.extend(self.encoder.encode(&ids)?);
+        }
+        let (mut vectors, mut passes) = (vectors.into_iter(), passes.iter());
+        Ok(windows
+            .into_iter()
+            .map(|n| {
+                let mut vectors: Vec<Vec<f32>> = vectors.by_ref().take(n).collect();
+                let weights: Vec<usize> = passes.by_ref().take(n).map(Vec::len).collect();
+                match n {
+                    1 => vectors.swap_remove(0),
+                    _ => super::window::pool(&vectors, &weights),
+                }
+            })
+            .collect())
+    }
+}
+
+impl Tokens {
+    /// Every token id of `text`, the model's special tokens included.
+    fn ids(&self, text: &str) -> Result<Vec<u32>, String> {
+        match self {
             Tokens::Folder(tokenizer) => tokenizer
-                .encode_batch(texts.to_vec(), true)
-                .map_err(|e| format!("tokenizer: {e}"))?
-                .iter()
+                .encode(text, true)
                 .map(|e| e.get_ids().to_vec())
-                .collect(),
-            Tokens::Unigram(tokenizer) => texts.iter().map(|t| tokenizer.encode(t)).collect(),
-        };
-        let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-        self.encoder.encode(&ids)
+                .map_err(|e| format!("tokenizer: {e}")),
+            Tokens::Unigram(tokenizer) => Ok(tokenizer.encode(text)),
+        }
     }
 }
 
@@ -339,7 +425,7 @@ mod tests {
 
     use super::*;
 
-    fn unit(texts: &[&str]) -> Vec<Vec<f32>> {
+    fn unit(texts: &[Prompted]) -> Vec<Vec<f32>> {
         texts.iter().map(|_| vec![1.0, 0.0]).collect()
     }
 
@@ -355,7 +441,7 @@ mod tests {
                 s.wait();
                 r.wait();
             }
-            if texts.contains(&"panic") {
+            if texts.iter().any(|t| t.text == "panic") {
                 panic!("a model bug");
             }
             Ok(unit(texts))
@@ -368,7 +454,9 @@ mod tests {
         tokio::task::spawn_blocking(move || started.wait())
             .await
             .unwrap();
-        let queued: Vec<_> = (0..2).map(|_| embedder.submit("waits").unwrap()).collect();
+        let queued: Vec<_> = (0..2)
+            .map(|_| embedder.submit("", "waits").unwrap())
+            .collect();
         let refused = embedder.embed("one too many").await.unwrap_err();
         assert!(matches!(refused, EmbedError::Busy(_)));
         assert!(refused.to_string().contains("busy") && refused.to_string().contains("try again"));
@@ -403,6 +491,7 @@ mod tests {
             precision: Precision::F32,
             prompts: Prompts::default(),
             languages: None,
+            tokenizer: None,
         };
         assert!(embedder.health().unwrap_err().contains("stopped"));
         let error = embedder.embed("anything").await.unwrap_err();

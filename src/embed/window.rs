@@ -36,6 +36,11 @@ impl Window {
         tokens: 8_192,
         chars: 50_000,
     };
+
+    /// Whether `text` fits, its tokens counted by [`tokens`].
+    fn holds(&self, text: &str) -> bool {
+        tokens(text) <= self.tokens && text.chars().nth(self.chars).is_none()
+    }
 }
 
 /// How many tokens `text` makes at the least in a subword tokenizer, counted so as to make
@@ -88,34 +93,63 @@ fn is_syllabic(c: char) -> bool {
         | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' | '\u{f900}'..='\u{faff}')
 }
 
-/// `text` in pieces that each fit `window`, cut after a space where one falls in the piece,
-/// in order; the text itself when it fits.
+/// `text` in pieces that each fit `window`, cut at spaces where one falls in the piece, in
+/// order; the text itself when it fits.
 pub fn cut(text: &str, window: Window) -> Vec<&str> {
+    cut_by(text, |piece| window.holds(piece))
+}
+
+/// `text` in pieces for which `fits` holds, each the longest start of what is left that
+/// ends at a word's end (inside the first word, at a character, when no whole word fits),
+/// in order, trimmed; the text itself when it fits. `fits` must hold for every start of a
+/// text it holds for, as a count of tokens does: a model's own tokenizer
+/// (`super::local`) or the estimate above.
+pub fn cut_by(text: &str, fits: impl Fn(&str) -> bool) -> Vec<&str> {
     let mut pieces = Vec::new();
     let mut rest = text.trim();
     while !rest.is_empty() {
-        let end = fitting(rest, window);
+        let end = longest_start(rest, &fits);
         pieces.push(rest[..end].trim_end());
         rest = rest[end..].trim_start();
     }
     pieces
 }
 
-/// The length in bytes of the longest start of `text` within `window`, ending after a
-/// space when there is one; at least one character.
-fn fitting(text: &str, window: Window) -> usize {
-    let mut counter = Counter::default();
-    let (mut tokens, mut space) = (0, None);
-    for (chars, (at, c)) in text.char_indices().enumerate() {
-        tokens += counter.add(c);
-        if (tokens > window.tokens || chars >= window.chars) && at > 0 {
-            return space.unwrap_or(at);
-        }
-        if c.is_whitespace() {
-            space = Some(at + c.len_utf8());
-        }
+/// The length in bytes of the longest start of `text` that `fits`, ending at a word's end
+/// when one does, else inside the first word; at least one character.
+fn longest_start(text: &str, fits: &impl Fn(&str) -> bool) -> usize {
+    if fits(text) {
+        return text.len();
     }
-    text.len()
+    let mut word_ends = Vec::new();
+    let mut in_word = false;
+    for (at, c) in text.char_indices() {
+        if c.is_whitespace() && in_word {
+            word_ends.push(at);
+        }
+        in_word = !c.is_whitespace();
+    }
+    let words = holding(&word_ends, |&end| fits(&text[..end]));
+    if words > 0 {
+        return word_ends[words - 1];
+    }
+    let char_ends: Vec<usize> = text
+        .char_indices()
+        .map(|(at, c)| at + c.len_utf8())
+        .collect();
+    char_ends[holding(&char_ends, |&end| fits(&text[..end])).max(1) - 1]
+}
+
+/// How many of `items` hold from the first, when they hold up to a point and not after:
+/// found by doubling, then halving, so that the probes cost about what the answer spans,
+/// not the whole text (a probe may run a tokenizer over the start it names).
+fn holding<T>(items: &[T], holds: impl Fn(&T) -> bool) -> usize {
+    let (mut known, mut next) = (0, 1);
+    while next <= items.len() && holds(&items[next - 1]) {
+        known = next;
+        next *= 2;
+    }
+    known + items[known..next.min(items.len())].partition_point(holds)
 }
 
 /// One vector for `pieces`: their mean weighted by `weights`, normalised.
@@ -196,7 +230,7 @@ impl Windowed {
                     tokens: (tokens(text) / 2).max(1),
                     chars: (text.chars().count() / 2).max(1),
                 };
-                let (first, rest) = text.split_at(fitting(text, half));
+                let (first, rest) = text.split_at(longest_start(text, &|p| half.holds(p)));
                 let (first, rest) = (first.trim(), rest.trim());
                 if first.is_empty() || rest.is_empty() {
                     return Err(e);
@@ -282,6 +316,44 @@ mod tests {
                 .iter()
                 .all(|p| p.chars().count() <= 8)
         );
+    }
+
+    proptest::proptest! {
+        /// Cut by any measure that grows with the text (here a model whose tokens are
+        /// three bytes of a word), every piece fits, none could have taken more, and
+        /// between them there is only the text's own space.
+        #[test]
+        fn pieces_fit_are_as_long_as_they_can_be_and_lose_nothing(
+            text in "[a-z가-힣 ]{0,200}",
+            most in 1usize..40,
+        ) {
+            let count = |t: &str| -> usize {
+                t.split_whitespace().map(|w| w.len().div_ceil(3)).sum()
+            };
+            let pieces = cut_by(&text, |t| count(t) <= most);
+            let at = |piece: &str| piece.as_ptr() as usize - text.as_ptr() as usize;
+            let mut covered = text.len() - text.trim_start().len();
+            for piece in &pieces {
+                proptest::prop_assert!(!piece.is_empty() && count(piece) <= most);
+                proptest::prop_assert!(text[covered..at(piece)].trim().is_empty(), "a gap");
+                covered = at(piece) + piece.len();
+                let after = &text[covered..];
+                // One more word, or one more character of a word cut inside, is too much.
+                let more = match after.chars().next() {
+                    None => continue,
+                    Some(c) if !c.is_whitespace() => c.len_utf8(),
+                    Some(_) => {
+                        let next = after.trim_start();
+                        after.len() - next.len()
+                            + next.find(char::is_whitespace).unwrap_or(next.len())
+                    }
+                };
+                if !after.trim().is_empty() {
+                    proptest::prop_assert!(count(&text[at(piece)..covered + more]) > most);
+                }
+            }
+            proptest::prop_assert!(text[covered..].trim().is_empty(), "the end is kept");
+        }
     }
 
     #[test]

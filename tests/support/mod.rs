@@ -56,6 +56,31 @@ pub fn load_model(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbed
         .unwrap_or_else(|e| panic!("{e} (run `make models`)"))
 }
 
+/// A fixture text's vector from the encoder alone, on the reference's own token ids. A text
+/// past the model's window is read in windows (docs/embeddings.md#long-texts) where the
+/// reference truncated it: this is what checks the arithmetic at the window's full length.
+#[cfg(feature = "local")]
+pub fn encode_ids(
+    dir: &std::path::Path,
+    precision: mcp_memory_encoder::Precision,
+    ids: &[u32],
+) -> Vec<f32> {
+    let kernel = match precision {
+        mcp_memory_encoder::Precision::Int8 => int8_kernel(),
+        mcp_memory_encoder::Precision::F32 => mcp_memory_encoder::Kernel::best(),
+    };
+    let (encoder, _) = mcp_memory_encoder::Encoder::open(dir, kernel).unwrap();
+    let encoder = encoder.with_precision(precision).unwrap();
+    encoder.encode(&[ids]).unwrap().remove(0)
+}
+
+/// A fixture sentence's token ids.
+pub fn ids(sentence: &Value) -> Vec<u32> {
+    (sentence["ids"].as_array().unwrap().iter())
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
 /// The model in `dir` with `EMBEDDING_PRECISION=int8`, on `int8_kernel`.
 #[cfg(feature = "local")]
 pub fn load_int8(dir: &std::path::Path) -> mcp_memory::embed::local::LocalEmbedder {
