@@ -9,8 +9,8 @@
 //!
 //! A text longer than the model's window is not truncated: it is cut at spaces into windows
 //! of half the window by the model's own tokenizer (`WINDOWS_OF`), each with the model's
-//! prompt, and their vectors pooled into one (`super::window`, docs/embeddings.md#long-texts), so the end of a long
-//! memory is found as its start is.
+//! prompt, and their vectors pooled into one (`super::window`,
+//! docs/embeddings.md#long-texts), so the end of a long memory is found as its start is.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -25,9 +25,10 @@ use super::{EmbedError, Embedder, check_values};
 
 /// The most texts one forward pass takes; more waiting requests go in the next pass.
 const MAX_BATCH: usize = 32;
-/// A text past the model's window is read in windows of this part of it: windows half as
-/// long found a long memory's facts better than windows as long as the model reads, on every
-/// model measured (BENCHMARKS.md, "Issue 61: long memories, and a store that is down").
+/// A text past the model's window is read in windows of this part of it: on the calibration
+/// set's long memories, windows half as long found their last paragraphs' facts best or tied
+/// for it, and better than windows as long as the model reads, with both models measured
+/// (BENCHMARKS.md, "Issue 61: long memories, and a store that is down").
 const WINDOWS_OF: usize = 2;
 /// The most texts that may wait for the model: eight full passes, under a second of work
 /// here (BENCHMARKS.md, embedding). One more is told to try again.
@@ -189,7 +190,8 @@ impl LocalEmbedder {
 
     /// How many tokens the model makes of `text`, its special tokens included.
     pub fn tokens(&self, text: &str) -> Result<usize, EmbedError> {
-        let tokenizer = self.tokenizer.as_ref().ok_or_else(stopped)?;
+        let tokenizer = (self.tokenizer.as_ref())
+            .ok_or_else(|| EmbedError::Model("no tokenizer is loaded".into()))?;
         tokenizer
             .ids(text)
             .map(|ids| ids.len())

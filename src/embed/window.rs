@@ -1,17 +1,19 @@
-//! Texts longer than a remote model reads (docs/embeddings.md#long-texts). A memory may hold
-//! 32,000 bytes, more than Titan's 8,192 tokens once it is Korean and more than many
-//! self-hosted models' windows in any language, and a limit of the embedder must never
-//! refuse a memory within the documented ones. So a text that may not fit is cut into
-//! windows that do, at spaces, each is embedded, and the vectors are pooled into one: their
-//! mean weighted by each window's length, normalised, as mean pooling over the whole text
-//! would weigh them. Pooling was measured against keeping the first window
-//! (BENCHMARKS.md, "Long memories"). A text that fits is embedded as it is, so every
-//! short text keeps the vector it had.
+//! Texts longer than a model reads (docs/embeddings.md#long-texts). A memory may hold
+//! 32,000 bytes, more than Titan's 8,192 tokens once it is Korean, more than every local
+//! model's window and many self-hosted models' in any language, and a limit of the embedder
+//! must never refuse a memory within the documented ones nor drop its end. So a text that
+//! may not fit is cut into windows that do, at spaces (`cut_by`), each is embedded, and the
+//! vectors are pooled into one (`pool`): their mean weighted by each window's length,
+//! normalised, as mean pooling over the whole text would weigh them. Pooling was measured
+//! against keeping the first window (BENCHMARKS.md, "Issue 61: long memories, and a store
+//! that is down"). A text that fits is embedded as it is, so every short text keeps the
+//! vector it had. The local models cut by their own tokenizer (`super::local`); the remote
+//! ones are wrapped in `Windowed`.
 //!
-//! How many tokens a text makes is not known here (Titan's tokenizer is not published; an
-//! OpenAI-compatible server may run any), so `tokens` counts at least as many as a subword
-//! tokenizer makes of most text, and a window the service still refuses as too long is cut
-//! in two and tried again.
+//! How many tokens a text makes at a remote model is not known here (Titan's tokenizer is
+//! not published; an OpenAI-compatible server may run any), so `tokens` counts at least as
+//! many as a subword tokenizer makes of most text, and a window the service still refuses as
+//! too long is cut in two and tried again.
 
 use std::sync::Arc;
 
