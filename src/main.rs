@@ -31,6 +31,7 @@ async fn main() -> ExitCode {
         Some(cli::Command::Reembed { to_index }) => {
             portable::reembed::run(cli.variables, to_index).await
         }
+        Some(cli::Command::Calibrate) => mcp_memory::calibrate::run(cli.variables).await,
         Some(cli::Command::Model { action }) => cli::model(action).await,
         Some(cli::Command::Keys { action }) => cli::keys(action, cli.variables.auth.mcp_keys_file),
         None if cli.healthcheck => cli::healthcheck(cli.variables.host, cli.variables.port),

@@ -272,6 +272,12 @@ mod tests {
             ),
             ("배포 전에 백업한다", "배포 후에 백업한다"),
             ("커넥션은 최소 10개로 둔다", "커넥션은 최대 10개로 둔다"),
+            // more and less one letter apart (the calibration set, `team`)
+            (
+                "릴리스 빌드는 기본 러너에서 큰 러너보다 시간이 더 걸린다",
+                "릴리스 빌드는 기본 러너에서 큰 러너보다 시간이 덜 걸린다",
+            ),
+            ("회의는 한 시간 반 한다", "회의는 한 시간 번 한다"),
             ("이 API는 동기로 호출한다", "이 API는 비동기로 호출한다"),
             // a content word swapped
             ("Deploy to staging first", "Deploy to production first"),

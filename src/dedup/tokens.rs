@@ -154,10 +154,10 @@ enum Ending {
 use Ending::{Particle as P, Predicate as V};
 
 /// Hangul syllables in which one changed letter can be a changed value: numerals (`세`/`네`,
-/// `삼`/`사`), weekdays (`월`/`일`), day counts, and negation. A typo is never forgiven in
-/// them.
+/// `삼`/`사`, `반`), weekdays (`월`/`일`), day counts, negation, and more or less (`더`/`덜`).
+/// A typo is never forgiven in them.
 const GUARDED: &str = "일이삼사오육칠팔구십백천만억영공한두세네셋넷둘다섯여곱덟아홉열스물서른마흔쉰\
-                       하루틀흘나닷새엿레월화수목금토첫째안않못없말";
+                       하루틀흘나닷새엿레월화수목금토첫째안않못없말더덜반";
 
 /// English words whose every letter counts: a weekday, a month, a number word (`Tuesday`
 /// and `Thursday` are two letters apart, `eight` and `fight` one).

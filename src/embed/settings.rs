@@ -3,7 +3,7 @@
 //! lists it and a build without its provider refuses it by name.
 
 use crate::dedup::Rule;
-use crate::ranking::Abstention;
+use crate::ranking::{Abstention, Thresholds};
 use crate::variables::{positive, positive_at_most, text};
 
 /// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
@@ -39,6 +39,23 @@ impl Calibration {
         abstention: None,
         ..MINILM
     };
+
+    /// What recall judges by with these numbers: the high similarity at least the floor
+    /// (3x the floor when none was measured), closeness measured from below every memory
+    /// the floor lets through.
+    pub fn thresholds(&self) -> Thresholds {
+        let high = match self.high {
+            Some(measured) => measured.max(self.floor),
+            None => Thresholds::of_floor(self.floor).high,
+        };
+        Thresholds {
+            floor: self.floor,
+            high,
+            baseline: self.baseline.min(self.floor),
+            abstention: self.abstention,
+            reads_across_scripts: self.reads_across_scripts,
+        }
+    }
 }
 
 /// A model `mcp-memory model fetch` fetches (`super::fetch`), and what recall measured for it.

@@ -267,7 +267,7 @@ fn memory(line: Result<String, String>, dimension: usize) -> Result<Portable, St
 /// Every memory of `batch` with a vector of the configured embedder.
 async fn embed_again(embedder: &Arc<dyn Embedder>, batch: &mut [Portable]) -> Result<(), String> {
     let texts: Vec<String> = batch.iter().map(|p| p.memory.content.clone()).collect();
-    let vectors = super::embed_all(embedder, texts).await?;
+    let vectors = super::embed_all(embedder, texts, super::Embedding::Memory, || {}).await?;
     for (memory, vector) in batch.iter_mut().zip(vectors) {
         memory.embedding = vector;
     }

@@ -5,7 +5,7 @@
 
 pub mod export;
 pub mod import;
-mod progress;
+pub mod progress;
 pub mod reembed;
 
 use std::process::ExitCode;
@@ -302,8 +302,9 @@ fn resolved(variables: Variables) -> Result<Config, ExitCode> {
 }
 
 /// The configuration and the embedder it names, for a command that opens its store
-/// itself (`reembed`); a refusal is printed as one line and becomes the exit code.
-fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
+/// itself (`reembed`) or none (`calibrate`); a refusal is printed as one line and becomes
+/// the exit code.
+pub fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
     let config = resolved(variables)?;
     let embedder = embed::build(&config.embedder).map_err(|e| {
         eprintln!("embedding model error: {e}");
@@ -314,31 +315,48 @@ fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitC
 
 /// How long embedding waits out a busy local model for one text, in tries of 20 ms.
 const BUSY_TRIES: usize = 500;
-/// Texts embedded at once by `import --reembed` and `reembed`.
+/// Texts embedded at once by `import --reembed`, `reembed` and `calibrate`.
 const EMBEDDING_AT_ONCE: usize = 16;
+
+/// What a text is embedded as: a model trained with instructions embeds the two apart
+/// (`Embedder::embed_query`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Embedding {
+    Memory,
+    Query,
+}
 
 /// The vectors of `texts`, in their order, by the configured embedder: always
 /// `EMBEDDING_AT_ONCE` in flight, so a local model finds a full batch waiting whenever it
-/// frees up; a busy local model is waited for.
-async fn embed_all(
+/// frees up; a busy local model is waited for. `done` hears of each vector as it comes.
+pub async fn embed_all(
     embedder: &Arc<dyn Embedder>,
     texts: Vec<String>,
+    kind: Embedding,
+    mut done: impl FnMut(),
 ) -> Result<Vec<Vec<f32>>, String> {
     use futures_util::{StreamExt, TryStreamExt};
+    let once = |text: String| async move {
+        match kind {
+            Embedding::Memory => embedder.embed(&text).await,
+            Embedding::Query => embedder.embed_query(&text).await,
+        }
+    };
     let embed = |text: String| async move {
         for _ in 1..BUSY_TRIES {
-            match embedder.embed(&text).await {
+            match once(text.clone()).await {
                 Err(EmbedError::Busy(_)) => {
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await
                 }
                 done => return done,
             }
         }
-        embedder.embed(&text).await
+        once(text).await
     };
     futures_util::stream::iter(texts)
         .map(embed)
         .buffered(EMBEDDING_AT_ONCE)
+        .inspect_ok(|_| done())
         .map_err(|e| format!("embedding: {e}"))
         .try_collect()
         .await

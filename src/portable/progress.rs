@@ -11,6 +11,7 @@ const EVERY: Duration = Duration::from_secs(5);
 
 pub struct Progress {
     verb: &'static str,
+    noun: &'static str,
     bar: Option<ProgressBar>,
     done: u64,
     started: Instant,
@@ -20,6 +21,11 @@ pub struct Progress {
 impl Progress {
     /// `verb` ("exported", "imported") of `total` memories, when known.
     pub fn new(verb: &'static str, total: Option<u64>) -> Progress {
+        Progress::of("memories", verb, total)
+    }
+
+    /// `verb` of `total` `noun` ("texts"), when known.
+    pub fn of(noun: &'static str, verb: &'static str, total: Option<u64>) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = match total {
                 Some(total) => ProgressBar::new(total),
@@ -27,10 +33,12 @@ impl Progress {
             };
             bar.set_draw_target(ProgressDrawTarget::stderr());
             let template = match total {
-                Some(_) => "{bar:40} {pos}/{len} memories {msg} ({per_sec}, {eta} left)",
-                None => "{spinner} {pos} memories {msg} ({per_sec})",
+                Some(_) => {
+                    format!("{{bar:40}} {{pos}}/{{len}} {noun} {{msg}} ({{per_sec}}, {{eta}} left)")
+                }
+                None => format!("{{spinner}} {{pos}} {noun} {{msg}} ({{per_sec}})"),
             };
-            if let Ok(style) = ProgressStyle::with_template(template) {
+            if let Ok(style) = ProgressStyle::with_template(&template) {
                 bar.set_style(style);
             }
             bar.set_message(verb);
@@ -39,6 +47,7 @@ impl Progress {
         let now = Instant::now();
         Progress {
             verb,
+            noun,
             bar,
             done: 0,
             started: now,
@@ -59,7 +68,7 @@ impl Progress {
         match &self.bar {
             Some(bar) => bar.inc(n),
             None if self.said.elapsed() >= EVERY => {
-                eprintln!("{} {} memories…", self.verb, self.done);
+                eprintln!("{} {} {}…", self.verb, self.done, self.noun);
                 self.said = Instant::now();
             }
             None => {}

@@ -96,7 +96,8 @@ async fn passes(
                 .map(|m| (m.key, m.content))
                 .unzip();
             if !keys.is_empty() {
-                let vectors = super::embed_all(embedder, texts).await?;
+                let vectors =
+                    super::embed_all(embedder, texts, super::Embedding::Memory, || {}).await?;
                 let staged: Vec<(String, Vec<f32>)> = keys.into_iter().zip(vectors).collect();
                 store.stage(&staged).await.map_err(|e| e.to_string())?;
                 embedded += staged.len() as u64;
