@@ -305,6 +305,23 @@ pub struct NewMemory {
 }
 
 impl NewMemory {
+    /// A project memory of `content` alone: no type but `project`, no labels, no expiry.
+    pub fn plain(id: &str, content: &str, created_at: i64) -> NewMemory {
+        NewMemory {
+            id: id.to_owned(),
+            content: content.to_owned(),
+            memory_type: MemoryType::Project,
+            category: None,
+            tags: Vec::new(),
+            created_at,
+            scope: Scope::Project,
+            conversation: None,
+            replaces: None,
+            expires_at: None,
+            author: None,
+        }
+    }
+
     pub fn into_memory(self) -> Memory {
         Memory {
             id: self.id,

@@ -441,7 +441,7 @@ pub fn wilson(k: usize, n: usize) -> (f64, f64) {
 mod tests {
     use super::*;
     use crate::calibrate::measure::{Asked, Paired};
-    use crate::memory::{Hit, MemoryType, NewMemory, Scope};
+    use crate::memory::{Hit, NewMemory};
     use crate::ranking::{Candidate, Evidence};
 
     const NOW: i64 = 1_800_000_000_000;
@@ -449,19 +449,7 @@ mod tests {
     const MEMORIES: usize = 20;
 
     fn new(id: &str, text: &str) -> NewMemory {
-        NewMemory {
-            id: id.into(),
-            content: text.into(),
-            memory_type: MemoryType::Project,
-            category: None,
-            tags: vec![],
-            created_at: NOW,
-            scope: Scope::Project,
-            conversation: None,
-            replaces: None,
-            expires_at: None,
-            author: None,
-        }
+        NewMemory::plain(id, text, NOW)
     }
 
     /// A question of part `part` whose memories sit at `similarities` (memory i at the

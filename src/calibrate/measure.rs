@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::set::{self, Script as Written};
 use crate::dedup;
-use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Scope, Visibility};
+use crate::memory::{Hit, KeywordHit, Memory, NewMemory, Scope, Visibility};
 use crate::ranking::{self, Candidate, Evidence, RecallMode};
 use crate::search::{self, Entry, Query, SearchIndex, VectorFiles};
 
@@ -182,7 +182,7 @@ pub fn observe(parts: &[set::Part], vectors: &Vectors, keyword_weight: f64, now:
                 part: p,
                 lang,
                 repeat,
-                new: new_memory(&format!("{id}-new"), new, now),
+                new: NewMemory::plain(&format!("{id}-new"), new, now),
                 neighbours,
                 similarity,
             }
@@ -201,22 +201,6 @@ pub fn observe(parts: &[set::Part], vectors: &Vectors, keyword_weight: f64, now:
     observed
 }
 
-fn new_memory(id: &str, text: &str, now: i64) -> NewMemory {
-    NewMemory {
-        id: id.to_owned(),
-        content: text.to_owned(),
-        memory_type: MemoryType::Project,
-        category: None,
-        tags: Vec::new(),
-        created_at: now,
-        scope: Scope::Project,
-        conversation: None,
-        replaces: None,
-        expires_at: None,
-        author: None,
-    }
-}
-
 fn memory(id: &str, text: &str, now: i64) -> Memory {
-    new_memory(id, text, now).into_memory()
+    NewMemory::plain(id, text, now).into_memory()
 }

@@ -26,6 +26,55 @@ pub use settings::DEFAULT_LOCAL_MODEL;
 pub use settings::{Calibration, Settings, Variables};
 pub use timed::TimedEmbedder;
 
+/// An embedder for unit tests that takes `at_once` texts at a time and counts the most it
+/// ever had: what a bound on texts in flight is checked against.
+#[cfg(test)]
+pub struct Turns {
+    at_once: usize,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl Turns {
+    pub fn new(at_once: usize) -> Turns {
+        Turns {
+            at_once,
+            now: Default::default(),
+            most: Default::default(),
+        }
+    }
+
+    /// The most texts it had at once.
+    pub fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+#[async_trait]
+impl Embedder for Turns {
+    async fn embed(&self, _: &str) -> Result<Vec<f32>, EmbedError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        tokio::task::yield_now().await;
+        self.now.fetch_sub(1, SeqCst);
+        Ok(vec![1.0, 0.0])
+    }
+
+    fn at_once(&self) -> Option<usize> {
+        Some(self.at_once)
+    }
+
+    fn model(&self) -> Model {
+        Model {
+            name: "test:turns".into(),
+            dimension: 2,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EmbedError {
     #[error("the embedding service did not respond within {0}ms")]
@@ -103,6 +152,13 @@ pub trait Embedder: Send + Sync {
     /// The width of every vector this embedder returns.
     fn dimension(&self) -> usize {
         self.model().dimension
+    }
+
+    /// How many texts it embeds at once, when it bounds them (`EMBEDDING_MAX_REQUESTS`): a
+    /// command embedding many (`crate::portable::embed_all`) keeps no more in flight, as a
+    /// text waiting for its turn spends its own timeout waiting. None: no bound of its own.
+    fn at_once(&self) -> Option<usize> {
+        None
     }
 
     /// `provider:model, <dim>d`, for the startup line.
@@ -243,6 +299,10 @@ impl Embedder for FixedIndex {
 
     fn describe(&self) -> String {
         self.0.describe()
+    }
+
+    fn at_once(&self) -> Option<usize> {
+        self.0.at_once()
     }
 
     fn health(&self) -> Result<(), String> {

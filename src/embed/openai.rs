@@ -45,6 +45,7 @@ pub struct OpenAiEmbedder {
     dimension: usize,
     /// A burst of calls opens this many connections to the service, not one each.
     turns: tokio::sync::Semaphore,
+    max_requests: usize,
 }
 
 impl OpenAiEmbedder {
@@ -67,6 +68,7 @@ impl OpenAiEmbedder {
             model: model.to_owned(),
             dimension,
             turns: tokio::sync::Semaphore::new(max_requests),
+            max_requests,
         }
     }
 
@@ -157,6 +159,10 @@ impl Embedder for OpenAiEmbedder {
             Ok(embedded) => embedded,
             Err(_) => Err(EmbedError::Timeout(TIMEOUT_MS)),
         }
+    }
+
+    fn at_once(&self) -> Option<usize> {
+        Some(self.max_requests)
     }
 
     fn model(&self) -> crate::memory::Model {

@@ -43,6 +43,10 @@ impl Embedder for TimedEmbedder {
         self.inner.describe()
     }
 
+    fn at_once(&self) -> Option<usize> {
+        self.inner.at_once()
+    }
+
     fn health(&self) -> Result<(), String> {
         self.inner.health()
     }

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures_util::future::try_join_all;
+use futures_util::{StreamExt, TryStreamExt};
 
 use super::{EmbedError, Embedder};
 
@@ -213,7 +213,16 @@ impl Windowed {
         if pieces.len() <= 1 {
             return self.piece(text, query, HALVINGS).await;
         }
-        let vectors = try_join_all(pieces.iter().map(|p| self.piece(p, query, HALVINGS))).await?;
+        // No more pieces at once than the service takes: a piece waiting for its turn
+        // spends its own timeout waiting.
+        let at_once = self.inner.at_once().unwrap_or(pieces.len()).max(1);
+        let embedding: Vec<_> = (pieces.iter())
+            .map(|p| self.piece(p, query, HALVINGS))
+            .collect();
+        let vectors: Vec<Vec<f32>> = futures_util::stream::iter(embedding)
+            .buffered(at_once)
+            .try_collect()
+            .await?;
         let weights: Vec<usize> = pieces.iter().map(|p| tokens(p)).collect();
         Ok(pool(&vectors, &weights))
     }
@@ -265,6 +274,10 @@ impl Embedder for Windowed {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn at_once(&self) -> Option<usize> {
+        self.inner.at_once()
     }
 
     fn health(&self) -> Result<(), String> {
@@ -444,6 +457,24 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "the embedding service answered 400: invalid model"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_more_windows_go_at_once_than_the_service_takes() {
+        let turns = Arc::new(crate::embed::Turns::new(2));
+        let small = Window {
+            tokens: 3,
+            chars: 1_000,
+        };
+        let windowed = Windowed::new(turns.clone(), small);
+        let text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi";
+        assert!(cut(text, small).len() > 4);
+        windowed.embed(text).await.unwrap();
+        let most = turns.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            most, 2,
+            "windows wait in the decorator, not in the service's queue"
         );
     }
 }

@@ -328,7 +328,9 @@ pub enum Embedding {
 
 /// The vectors of `texts`, in their order, by the configured embedder: always
 /// `EMBEDDING_AT_ONCE` in flight, so a local model finds a full batch waiting whenever it
-/// frees up; a busy local model is waited for. `done` hears of each vector as it comes.
+/// frees up, or as many as the embedder takes at once when that is fewer (a text waiting
+/// for its turn would spend its timeout waiting); a busy local model is waited for. `done`
+/// hears of each vector as it comes.
 pub async fn embed_all(
     embedder: &Arc<dyn Embedder>,
     texts: Vec<String>,
@@ -353,9 +355,10 @@ pub async fn embed_all(
         }
         once(text).await
     };
+    let at_once = (embedder.at_once()).map_or(EMBEDDING_AT_ONCE, |n| n.clamp(1, EMBEDDING_AT_ONCE));
     futures_util::stream::iter(texts)
         .map(embed)
-        .buffered(EMBEDDING_AT_ONCE)
+        .buffered(at_once)
         .inspect_ok(|_| done())
         .map_err(|e| format!("embedding: {e}"))
         .try_collect()
@@ -367,5 +370,28 @@ fn model_of(header: &Header) -> Model {
     Model {
         name: header.model.clone(),
         dimension: header.dimension,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::embed::Turns;
+
+    /// A command keeps no more texts in flight than the embedder takes, so none spends its
+    /// timeout waiting for a turn; every vector comes back, in order.
+    #[tokio::test]
+    async fn no_more_texts_go_at_once_than_the_embedder_takes() {
+        let turns = Arc::new(Turns::new(3));
+        let embedder: Arc<dyn Embedder> = turns.clone();
+        let texts: Vec<String> = (0..40).map(|i| format!("text {i}")).collect();
+        let mut heard = 0;
+        let vectors = embed_all(&embedder, texts, Embedding::Memory, || heard += 1)
+            .await
+            .unwrap();
+        assert_eq!((vectors.len(), heard), (40, 40));
+        assert_eq!(turns.most(), 3);
     }
 }
