@@ -37,7 +37,7 @@ pub fn numbers(thresholds: Thresholds, rule: Rule) -> String {
 pub fn as_code(c: Calibration) -> String {
     let abstention = match c.abstention {
         Some(a) => format!(
-            "Some(Abstention {{ words: {}, threshold: {:.3} }})",
+            "Some(Abstention {{ words: {:?}, threshold: {:.3} }})",
             a.words, a.threshold
         ),
         None => "None".to_owned(),
