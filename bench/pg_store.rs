@@ -93,9 +93,7 @@ async fn open(url: &str, dim: usize) -> std::sync::Arc<dyn MemoryStore> {
     let config =
         Config::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
     let model = mcp_memory::embed::build(&config.embedder).unwrap().model();
-    store::open(&config.store, &model, config.duplicates)
-        .await
-        .unwrap()
+    store::open(&config.store, &model).await.unwrap()
 }
 
 fn tenant() -> Tenant {
@@ -147,7 +145,13 @@ async fn remember(store: &dyn MemoryStore, seed: u64, dim: usize) -> f64 {
     let v = vector(seed, dim);
     let t = Instant::now();
     store
-        .remember(&tenant, &everyone, memory, &v)
+        .remember(
+            &tenant,
+            &everyone,
+            memory,
+            &v,
+            mcp_memory::dedup::Rule::SPECIFIED,
+        )
         .await
         .unwrap();
     t.elapsed().as_secs_f64() * 1e3

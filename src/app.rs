@@ -70,7 +70,7 @@ pub async fn open_store(
     config: &Config,
 ) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), BootError> {
     let embedder = embed::build(&config.embedder).map_err(BootError::Embedder)?;
-    let store = store::open(&config.store, &embedder.model(), config.duplicates)
+    let store = store::open(&config.store, &embedder.model())
         .await
         .map_err(BootError::Store)?;
     let embedder = match store.width_fixed_by_index() {
@@ -106,6 +106,7 @@ impl App {
                 config.knowledge_base.as_ref().and_then(library::open),
                 Judgement {
                     thresholds: config.thresholds,
+                    duplicates: config.duplicates,
                     keyword_weight: config.keyword_weight,
                 },
                 config.timeouts.request,

@@ -60,7 +60,6 @@ pub fn sqlite(path: &std::path::Path, rows: impl Iterator<Item = Row>, width: us
                 dimension: width,
             },
             &mcp_memory::search::cache::Indexing::IN_MEMORY,
-            mcp_memory::dedup::Rule::SPECIFIED,
         )
         .unwrap(),
     );
@@ -114,7 +113,7 @@ pub async fn postgres(url: &str, rows: impl Iterator<Item = Row>, width: usize) 
         dimension: width,
     };
     drop(
-        mcp_memory::store::open(&config.store, &model, config.duplicates)
+        mcp_memory::store::open(&config.store, &model)
             .await
             .unwrap(),
     );

@@ -16,20 +16,9 @@ use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visi
 use crate::search::bm25::{Corpus, Scorer};
 use crate::search::{self, Query, best_first, cosine};
 
+#[derive(Default)]
 pub struct InMemoryStore {
     rows: Mutex<Vec<(Tenant, Memory, Vec<f32>)>>,
-    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
-    rule: dedup::Rule,
-}
-
-/// Judging repeats by the rule the specification gives.
-impl Default for InMemoryStore {
-    fn default() -> Self {
-        InMemoryStore {
-            rows: Mutex::default(),
-            rule: dedup::Rule::SPECIFIED,
-        }
-    }
 }
 
 impl InMemoryStore {
@@ -152,13 +141,14 @@ impl MemoryStore for InMemoryStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let steps = Locked {
             rows: self.rows.lock().expect("lock"),
             tenant,
             visibility,
         };
-        let written = write::remember(steps, visibility, memory, embedding, self.rule);
+        let written = write::remember(steps, visibility, memory, embedding, rule);
         written
             .now_or_never()
             .expect("the steps under the lock never wait")

@@ -167,7 +167,7 @@ impl Expired {
 pub trait MemoryStore: Send + Sync {
     /// Writes `memory` for a caller who sees `visibility`, unless a memory visible to
     /// `visibility.for_dedup(memory.scope)` already says the same thing (`dedup::judge`
-    /// by the rule the store was opened with, over the nearest `dedup::NEIGHBOURS`). With
+    /// by `rule`, the model's, over the nearest `dedup::NEIGHBOURS`). With
     /// `memory.replaces`, the memory it names must be one the caller sees
     /// (`StoreError::NotVisible` otherwise, nothing written); it is not a repeat of its own
     /// replacement, and it is removed as the new one is written. Check and write are atomic
@@ -178,6 +178,7 @@ pub trait MemoryStore: Send + Sync {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError>;
 
     /// Up to `query.k` visible memories nearest to `query.vector` by cosine similarity and,
@@ -287,31 +288,24 @@ pub trait MemoryStore: Send + Sync {
 
 /// Opens the configured store for vectors of `model`, the embedder's: a store that recorded
 /// another refuses to open (S3 refuses its first search or write instead, making no call
-/// at boot), and one from before models were recorded must hold vectors of its width. It
-/// judges repeats by `rule`, the model's (`dedup`).
+/// at boot), and one from before models were recorded must hold vectors of its width.
 #[cfg_attr(
     not(any(feature = "sqlite", feature = "postgres")),
     allow(unused_variables)
 )]
-pub async fn open(
-    settings: &Settings,
-    model: &Model,
-    rule: dedup::Rule,
-) -> Result<Arc<dyn MemoryStore>, StoreError> {
+pub async fn open(settings: &Settings, model: &Model) -> Result<Arc<dyn MemoryStore>, StoreError> {
     match *settings {
         #[cfg(feature = "sqlite")]
         Settings::Sqlite {
             ref path,
             ref indexing,
-        } => Ok(Arc::new(sqlite::SqliteStore::open(
-            path, model, indexing, rule,
-        )?)),
+        } => Ok(Arc::new(sqlite::SqliteStore::open(path, model, indexing)?)),
         #[cfg(feature = "postgres")]
         Settings::Postgres { ref url, ref pool } => Ok(Arc::new(
-            postgres::PostgresStore::open(url, model, pool, rule).await?,
+            postgres::PostgresStore::open(url, model, pool).await?,
         )),
         #[cfg(feature = "s3")]
-        Settings::S3(ref settings) => Ok(Arc::new(s3::S3Store::open(settings, model, rule).await)),
+        Settings::S3(ref settings) => Ok(Arc::new(s3::S3Store::open(settings, model).await)),
     }
 }
 

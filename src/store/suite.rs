@@ -171,6 +171,7 @@ pub async fn store_at(
             &seen.for_dedup(memory.scope),
             memory,
             embedding,
+            RULE,
         )
         .await
         .unwrap()
@@ -190,7 +191,7 @@ pub async fn concurrent_identical_remembers_store_one(store: &dyn MemoryStore) {
             Scope::Project,
             None,
         );
-        store.remember(&acme, &everyone, m, &vector)
+        store.remember(&acme, &everyone, m, &vector, RULE)
     });
     let outcomes = futures_util::future::join_all(writes).await;
     let stored = (outcomes.into_iter())
@@ -210,7 +211,7 @@ pub async fn concurrent_replacements_of_one_memory_leave_one(store: &dyn MemoryS
         let content = format!("deploys go out on day {i}");
         let mut m = note(&content, T0 + 1 + i as i64, Scope::Project, None);
         m.replaces = Some(old.id.clone());
-        store.remember(&acme, &everyone, m, vector)
+        store.remember(&acme, &everyone, m, vector, RULE)
     });
     let outcomes = futures_util::future::join_all(writes).await;
     let (written, refused): (Vec<_>, Vec<_>) = outcomes.into_iter().partition(Result::is_ok);
@@ -415,6 +416,7 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             again,
             &direction(4, 0.01),
+            RULE,
         )
         .await
         .unwrap();
@@ -432,6 +434,7 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             paraphrase,
             &direction(4, 0.01),
+            RULE,
         )
         .await
         .unwrap();
@@ -444,6 +447,7 @@ pub async fn a_near_verbatim_repeat_is_already_known(store: &dyn MemoryStore) {
             &seen_from(None),
             elsewhere,
             &direction(4, 0.0),
+            RULE,
         )
         .await
         .unwrap();
@@ -482,7 +486,13 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
     let seen = seen_from(Some("c1"));
     assert_eq!(
         store
-            .remember(&acme, &seen.for_dedup(Scope::Conversation), repeat, &v)
+            .remember(
+                &acme,
+                &seen.for_dedup(Scope::Conversation),
+                repeat,
+                &v,
+                RULE
+            )
             .await
             .unwrap(),
         known(in_c1)
@@ -504,7 +514,8 @@ pub async fn dedup_respects_scope_and_conversation(store: &dyn MemoryStore) {
                 &acme,
                 &seen3.for_dedup(Scope::Conversation),
                 thread_copy,
-                &v
+                &v,
+                RULE
             )
             .await
             .unwrap(),
@@ -939,7 +950,13 @@ async fn replace(
 ) -> Result<Remembered, StoreError> {
     memory.replaces = Some(old.to_owned());
     store
-        .remember(&tenant(who), &seen_from(conversation), memory, embedding)
+        .remember(
+            &tenant(who),
+            &seen_from(conversation),
+            memory,
+            embedding,
+            RULE,
+        )
         .await
 }
 
@@ -1332,6 +1349,7 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
                 ..note("the freeze was lifted", expiry, Scope::Project, None)
             },
             &direction(3, 0.0),
+            RULE,
         )
         .await
         .unwrap_err();
@@ -1352,6 +1370,7 @@ pub async fn an_expired_memory_is_gone_everywhere_from_its_instant(store: &dyn M
             &seen_at(None, expiry),
             note(freeze, expiry, Scope::Project, None),
             &direction(0, 0.0),
+            RULE,
         )
         .await
         .unwrap();
@@ -1461,6 +1480,7 @@ pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, Store
             &seen_from(None),
             note("another fact", T0 + 1, Scope::Project, None),
             &direction(1, 0.0),
+            RULE,
         )
         .await
         .unwrap_err();
@@ -1570,7 +1590,13 @@ pub async fn run_portable<S: MemoryStore, F: Future<Output = S>>(make: impl Fn()
         ..note("acme's fact 0, corrected", T0 + 9, Scope::Project, None)
     };
     let Remembered::Stored(fixed, _) = source
-        .remember(&tenant("acme"), &seen_from(None), fixed, &direction(7, 0.0))
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            fixed,
+            &direction(7, 0.0),
+            RULE,
+        )
         .await
         .unwrap()
     else {
@@ -1800,6 +1826,7 @@ pub async fn run_reembed<S, F, G>(
             &seen_from(None),
             first("epsilon", T0 + 4, None),
             &direction(4, 0.0),
+            RULE,
         ))
         .await
         .unwrap_err();

@@ -43,8 +43,11 @@ impl MemoryStore for TimedStore {
         dedup_scope: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: crate::dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let call = self.inner.remember(tenant, dedup_scope, memory, embedding);
+        let call = self
+            .inner
+            .remember(tenant, dedup_scope, memory, embedding, rule);
         self.time("remember", call).await
     }
 

@@ -113,9 +113,11 @@ impl Offered {
     }
 }
 
-/// How recall judges the model's similarities and weighs words (`crate::config::Config`).
+/// How recall judges the model's similarities and weighs words, and when remember takes a
+/// memory for a repeat (`crate::config::Config`).
 pub struct Judgement {
     pub thresholds: Thresholds,
+    pub duplicates: crate::dedup::Rule,
     pub keyword_weight: f64,
 }
 
@@ -125,6 +127,8 @@ pub struct ToolService {
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
     pub thresholds: Thresholds,
+    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
+    pub duplicates: crate::dedup::Rule,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
@@ -164,6 +168,7 @@ impl ToolService {
             embedder,
             docs,
             thresholds: judgement.thresholds,
+            duplicates: judgement.duplicates,
             keyword_weight: judgement.keyword_weight,
             deadline,
             state_key,

@@ -107,7 +107,13 @@ async fn remember(
     let vector = service.embedder.embed(&memory.content).await?;
     let outcome = service
         .store
-        .remember(&ctx.tenant, &ctx.visibility(), memory, &vector)
+        .remember(
+            &ctx.tenant,
+            &ctx.visibility(),
+            memory,
+            &vector,
+            service.duplicates,
+        )
         .await?;
     let removed = match &outcome {
         Remembered::Stored(m, _) => m.replaces.clone(),

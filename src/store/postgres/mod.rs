@@ -57,8 +57,6 @@ pub struct PostgresStore {
     /// The same pool, as the tenant cache reads it, with the model and the refusals' name
     /// of the database.
     database: Database,
-    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
-    rule: dedup::Rule,
 }
 
 /// A failed statement: one cut off by `DATABASE_STATEMENT_TIMEOUT_MS`, or no connection free in time, is
@@ -213,7 +211,6 @@ impl PostgresStore {
         url: &str,
         model: &Model,
         settings: &PoolSettings,
-        rule: dedup::Rule,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
         let indexes: TenantCache<SearchIndex> = super::tenant_indexes(&settings.indexing)?;
@@ -229,7 +226,6 @@ impl PostgresStore {
             width: dimension,
             recorded: std::sync::atomic::AtomicBool::new(false),
             indexes,
-            rule,
         };
         if let Err(e) = store.ensure_schema(dimension).await {
             store.pool.close().await;
@@ -360,6 +356,7 @@ impl MemoryStore for PostgresStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         let write = self.begin_write(tenant, true).await?;
         let steps = Remembering {
@@ -368,7 +365,7 @@ impl MemoryStore for PostgresStore {
             visibility,
             write,
         };
-        write::remember(steps, visibility, memory, embedding, self.rule).await
+        write::remember(steps, visibility, memory, embedding, rule).await
     }
 
     async fn search(

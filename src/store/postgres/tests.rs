@@ -55,7 +55,7 @@ async fn opened(url: &str) -> PostgresStore {
         },
         ..SETTINGS
     };
-    PostgresStore::open(url, &suite::model(8), &mapped, RULE)
+    PostgresStore::open(url, &suite::model(8), &mapped)
         .await
         .unwrap()
 }
@@ -81,7 +81,7 @@ async fn the_database_keeps_to_the_model_it_recorded() {
     let url = fresh_database().await;
     suite::run_model_record(|model| {
         let url = url.clone();
-        async move { PostgresStore::open(&url, &model, &SETTINGS, RULE).await }
+        async move { PostgresStore::open(&url, &model, &SETTINGS).await }
     })
     .await;
 }
@@ -92,7 +92,7 @@ async fn the_database_is_reembedded_in_place() {
     suite::run_reembed(
         |model| {
             let url = url.clone();
-            async move { PostgresStore::open(&url, &model, &SETTINGS, RULE).await }
+            async move { PostgresStore::open(&url, &model, &SETTINGS).await }
         },
         || {
             let url = url.clone();
@@ -117,7 +117,7 @@ async fn a_write_waits_for_a_reembedding_switch() {
         statement_timeout_ms: 500,
         ..SETTINGS
     };
-    let store = PostgresStore::open(&url, &suite::model(8), &quick, RULE)
+    let store = PostgresStore::open(&url, &suite::model(8), &quick)
         .await
         .unwrap();
     let fact = |content: &str, at| note(content, at, Scope::Project, None);
@@ -134,6 +134,7 @@ async fn a_write_waits_for_a_reembedding_switch() {
             &seen_from(None),
             fact("second", T0 + 1),
             &direction(1, 0.0),
+            RULE,
         )
         .await;
     assert!(
@@ -214,7 +215,6 @@ async fn a_switch_and_a_write_under_way_both_finish() {
             dimension: 12,
         },
         &SETTINGS,
-        RULE,
     )
     .await
     .unwrap();
@@ -246,7 +246,13 @@ async fn concurrent_identical_remembers_store_one_memory() {
                 None,
             );
             store
-                .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
+                .remember(
+                    &tenant("acme"),
+                    &seen_from(None),
+                    m,
+                    &direction(0, 0.0),
+                    RULE,
+                )
                 .await
                 .unwrap()
         });
@@ -270,8 +276,8 @@ async fn replicas_booting_together_create_one_schema_and_both_serve() {
     let url = fresh_database().await;
     let model = suite::model(8);
     let (a, b) = tokio::join!(
-        PostgresStore::open(&url, &model, &SETTINGS, RULE),
-        PostgresStore::open(&url, &model, &SETTINGS, RULE)
+        PostgresStore::open(&url, &model, &SETTINGS),
+        PostgresStore::open(&url, &model, &SETTINGS)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     store_one(
@@ -318,7 +324,7 @@ async fn stored_vectors_of_another_width_are_refused_untouched() {
     )
     .await;
     let reopen = || async {
-        PostgresStore::open(&url, &suite::model(16), &SETTINGS, RULE)
+        PostgresStore::open(&url, &suite::model(16), &SETTINGS)
             .await
             .err()
             .unwrap()
@@ -367,7 +373,7 @@ async fn a_role_that_cannot_create_the_extension_is_told_what_to_run() {
         sqlx::query(&statement).execute(&mut admin).await.unwrap();
     }
     let limited = url.replacen("postgres@", &format!("{role}@"), 1);
-    let err = PostgresStore::open(&limited, &suite::model(8), &SETTINGS, RULE)
+    let err = PostgresStore::open(&limited, &suite::model(8), &SETTINGS)
         .await
         .err()
         .unwrap()
@@ -385,7 +391,7 @@ async fn an_unreachable_database_is_named_without_credentials() {
         .local_addr()
         .unwrap();
     let url = format!("postgres://someone:hunter2@{closed}/memories");
-    let err = PostgresStore::open(&url, &suite::model(8), &SETTINGS, RULE)
+    let err = PostgresStore::open(&url, &suite::model(8), &SETTINGS)
         .await
         .err()
         .unwrap()

@@ -91,8 +91,6 @@ pub struct S3Store {
     /// A search found no model recorded: later searches do not ask again.
     searched_unrecorded: std::sync::atomic::AtomicBool,
     model_key: String,
-    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
-    rule: dedup::Rule,
 }
 
 /// The state bucket, and a client of S3 Vectors (no network call).
@@ -156,7 +154,7 @@ async fn record_model(
 impl S3Store {
     /// Builds the clients (no network call) and starts the counter flush timer; `model` is
     /// checked against the one recorded for the index at the first search or write.
-    pub async fn open(settings: &S3Settings, model: &Model, rule: dedup::Rule) -> S3Store {
+    pub async fn open(settings: &S3Settings, model: &Model) -> S3Store {
         let (objects, vectors) = clients(settings).await;
         let clock: Clock = Arc::new(crate::memory::now_ms);
         let counters = Arc::new(Counters::new(
@@ -166,7 +164,6 @@ impl S3Store {
             settings.compact_threshold,
         ));
         S3Store {
-            rule,
             vectors: Arc::new(Vectors::new(
                 vectors,
                 &settings.vector_bucket,
@@ -654,6 +651,7 @@ impl MemoryStore for S3Store {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         self.check_model(true).await?;
         let steps = Landing {
@@ -663,7 +661,7 @@ impl MemoryStore for S3Store {
             new: None,
             old: None,
         };
-        write::remember(steps, visibility, memory, embedding, self.rule).await
+        write::remember(steps, visibility, memory, embedding, rule).await
     }
 
     /// By meaning only: S3 Vectors has no text index, so `query.terms` find nothing.

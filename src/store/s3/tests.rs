@@ -101,7 +101,7 @@ async fn buckets_made(metric: DistanceMetric, non_filterable: &[&str]) -> S3Sett
 }
 
 async fn fresh() -> S3Store {
-    S3Store::open(&buckets().await, &suite::model(WIDTH as usize), RULE).await
+    S3Store::open(&buckets().await, &suite::model(WIDTH as usize)).await
 }
 
 #[tokio::test]
@@ -170,7 +170,7 @@ async fn a_small_tenant_is_found_beside_a_crowd_in_one_index() {
     let again = note(fact, T0 + 1, Scope::Project, None);
     let seen = seen_from(None).for_dedup(Scope::Project);
     match store
-        .remember(&tenant("small"), &seen, again, &vector)
+        .remember(&tenant("small"), &seen, again, &vector, RULE)
         .await
         .unwrap()
     {
@@ -222,11 +222,11 @@ async fn an_index_made_otherwise_is_refused_before_anything_is_written() {
     ];
     for (metric, keys, problem) in cases {
         let settings = buckets_made(metric, keys).await;
-        let store = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
+        let store = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
         let m = note("use pnpm", T0, Scope::Project, None);
         let seen = seen_from(None).for_dedup(Scope::Project);
         let err = (store
-            .remember(&tenant("acme"), &seen, m, &direction(0, 0.0))
+            .remember(&tenant("acme"), &seen, m, &direction(0, 0.0), RULE)
             .await)
             .unwrap_err();
         assert!(matches!(err, StoreError::SetUp { .. }), "{err:?}");
@@ -295,7 +295,7 @@ async fn the_index_keeps_to_the_model_it_recorded() {
     let settings = buckets().await;
     suite::run_model_record(|model| {
         let settings = settings.clone();
-        async move { Ok(S3Store::open(&settings, &model, RULE).await) }
+        async move { Ok(S3Store::open(&settings, &model).await) }
     })
     .await;
 }
@@ -309,7 +309,7 @@ async fn the_vectors_are_reembedded_into_another_index() {
             if model.dimension != WIDTH as usize {
                 settings.vector_index = "wider".into();
             }
-            async move { Ok(S3Store::open(&settings, &model, RULE).await) }
+            async move { Ok(S3Store::open(&settings, &model).await) }
         },
         || {
             let settings = settings.clone();
@@ -547,7 +547,13 @@ async fn a_memory_too_large_once_escaped_is_refused_and_nothing_is_written() {
     let mut m = note(&"\"".repeat(25_000), T0, Scope::Project, None);
     m.tags = vec!["x".into()];
     let err = store
-        .remember(&tenant("acme"), &seen_from(None), m, &direction(0, 0.0))
+        .remember(
+            &tenant("acme"),
+            &seen_from(None),
+            m,
+            &direction(0, 0.0),
+            RULE,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -583,7 +589,6 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
             compact_threshold: 20,
         },
         &suite::model(WIDTH as usize),
-        RULE,
     )
     .await;
     let err = suite::nearest(
@@ -616,8 +621,8 @@ async fn missing_buckets_are_tool_errors_not_crashes() {
 #[tokio::test]
 async fn recall_counts_reach_other_pods_through_the_state_bucket() {
     let settings = buckets().await;
-    let one = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
-    let two = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
+    let one = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
+    let two = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
     let acme = tenant("acme");
     let m = store_one(
         &one,
@@ -853,7 +858,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
             None,
         );
         let vector = direction(i % 8, 0.1 * i as f32);
-        let writing = store.remember(&acme, &everyone, m, &vector);
+        let writing = store.remember(&acme, &everyone, m, &vector, RULE);
         let _ = tokio::time::timeout(Duration::from_micros(wait_us), writing).await;
     }
     // One not dropped, so the sets below are never empty however slow the machine is.
@@ -890,7 +895,7 @@ async fn a_remember_dropped_midway_lands_whole_or_not_at_all() {
 async fn the_final_flush_stops_the_timer_and_writes_every_tenant() {
     let mut settings = buckets().await;
     settings.flush_every = Duration::from_millis(50);
-    let store = S3Store::open(&settings, &suite::model(WIDTH as usize), RULE).await;
+    let store = S3Store::open(&settings, &suite::model(WIDTH as usize)).await;
     let everyone = seen_from(None);
     let mut stored = Vec::new();
     for (i, who) in ["acme", "globex", "initech"].into_iter().enumerate() {

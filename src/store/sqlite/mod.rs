@@ -57,21 +57,14 @@ pub struct SqliteStore {
     width: usize,
     /// The model this process embeds with, and whether the file is known to record it.
     model: Arc<Recorded>,
-    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
-    rule: dedup::Rule,
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the file and its schema, and checks that stored vectors
     /// come from `model` (or, in a file from before models were recorded, have its width);
     /// the tenants' indexes are kept as `indexing` says.
-    pub fn open(
-        path: &Path,
-        model: &Model,
-        indexing: &Indexing,
-        rule: dedup::Rule,
-    ) -> Result<Self, StoreError> {
-        Self::open_writing_uses(path, model, indexing, rule, uses::EVERY)
+    pub fn open(path: &Path, model: &Model, indexing: &Indexing) -> Result<Self, StoreError> {
+        Self::open_writing_uses(path, model, indexing, uses::EVERY)
     }
 
     /// `open`, its waiting uses written every `every`.
@@ -79,7 +72,6 @@ impl SqliteStore {
         path: &Path,
         model: &Model,
         indexing: &Indexing,
-        rule: dedup::Rule,
         every: std::time::Duration,
     ) -> Result<Self, StoreError> {
         let dimension = model.dimension;
@@ -115,7 +107,6 @@ impl SqliteStore {
             indexes,
             pending,
             width: dimension,
-            rule,
             model: Arc::new(Recorded {
                 model: model.clone(),
                 location,
@@ -242,8 +233,9 @@ impl SqliteStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
-        let (tenant, rule) = (tenant.as_str().to_owned(), self.rule);
+        let tenant = tenant.as_str().to_owned();
         let visibility = visibility.clone();
         let embedding = embedding.to_vec();
         let (recorded, pending) = (Arc::clone(&self.model), Arc::clone(&self.pending));
@@ -342,6 +334,7 @@ impl MemoryStore for SqliteStore {
         visibility: &Visibility,
         memory: NewMemory,
         embedding: &[f32],
+        rule: dedup::Rule,
     ) -> Result<Remembered, StoreError> {
         // A tenant this process holds no index of is built first, in turn and off the
         // connection (`builds.rs`), so no write builds one holding the connection every call
@@ -357,7 +350,7 @@ impl MemoryStore for SqliteStore {
                 return Err(e);
             }
         }
-        let written = (self.write(tenant, visibility, memory, embedding)).await;
+        let written = (self.write(tenant, visibility, memory, embedding, rule)).await;
         self.indexes.release(tenant.as_str(), &slot);
         written
     }

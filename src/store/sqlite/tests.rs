@@ -7,7 +7,7 @@ use crate::memory::Scope;
 use crate::search::VectorHome;
 use crate::search::cache::Indexing;
 use crate::store::MemoryStore;
-use crate::store::suite::{self, RULE, T0, direction, note, seen_from, store_one, tenant};
+use crate::store::suite::{self, T0, direction, note, seen_from, store_one, tenant};
 
 const IN_MEMORY: &Indexing = &Indexing::IN_MEMORY;
 
@@ -26,7 +26,6 @@ fn fresh() -> super::SqliteStore {
         &dir.path().join("nested/memory.db"),
         &suite::model(8),
         &mapped,
-        RULE,
     )
     .unwrap();
     // Kept: the store's file and its vector files live in it.
@@ -56,8 +55,7 @@ async fn exact_vectors_go_to_a_mapped_file_or_the_start_is_refused() {
     let mapped = one_found(&fresh()).await;
     assert!(mapped.mapped >= 8 * 4, "{mapped:?}");
     let dir = tempfile::tempdir().unwrap();
-    let heap =
-        super::SqliteStore::open(&dir.path().join("m.db"), &suite::model(8), IN_MEMORY, RULE);
+    let heap = super::SqliteStore::open(&dir.path().join("m.db"), &suite::model(8), IN_MEMORY);
     let on_heap = one_found(&heap.unwrap()).await;
     assert_eq!(on_heap.mapped, 0);
     // Eight values in a file: the index weighs only their 8-bit copy and the rest.
@@ -70,10 +68,9 @@ async fn exact_vectors_go_to_a_mapped_file_or_the_start_is_refused() {
         },
         ..Indexing::IN_MEMORY
     };
-    let refused =
-        super::SqliteStore::open(&dir.path().join("n.db"), &suite::model(8), &unusable, RULE)
-            .err()
-            .unwrap();
+    let refused = super::SqliteStore::open(&dir.path().join("n.db"), &suite::model(8), &unusable)
+        .err()
+        .unwrap();
     assert!(
         refused.to_string().starts_with("INDEX_VECTORS_DIR"),
         "{refused}"
@@ -98,7 +95,7 @@ async fn the_file_keeps_to_the_model_it_recorded() {
     let path = dir.path().join("memory.db");
     suite::run_model_record(|model| {
         let path = path.clone();
-        async move { super::SqliteStore::open(&path, &model, IN_MEMORY, RULE) }
+        async move { super::SqliteStore::open(&path, &model, IN_MEMORY) }
     })
     .await;
 }
@@ -110,7 +107,7 @@ async fn the_file_is_reembedded_in_place() {
     suite::run_reembed(
         |model| {
             let path = path.clone();
-            async move { super::SqliteStore::open(&path, &model, IN_MEMORY, RULE) }
+            async move { super::SqliteStore::open(&path, &model, IN_MEMORY) }
         },
         || {
             let path = path.clone();
@@ -133,17 +130,17 @@ fn reopening_keeps_memories_and_refuses_another_width() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+        let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
         let m = note("kept", T0, Scope::Project, None);
         store_one(&store, "acme", m, &direction(0, 0.0)).await;
     });
-    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let listed = rt
         .block_on(store.list(&tenant("acme"), &seen_from(None), None, None, 5))
         .unwrap();
     assert_eq!(listed[0].content, "kept");
     let reopen = || {
-        super::SqliteStore::open(&path, &suite::model(16), IN_MEMORY, RULE)
+        super::SqliteStore::open(&path, &suite::model(16), IN_MEMORY)
             .err()
             .unwrap()
             .to_string()
@@ -196,8 +193,8 @@ async fn two_processes_sharing_a_file_see_each_others_writes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (a, b) = (
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
     );
     store_one(
         &a,
@@ -234,8 +231,8 @@ async fn a_tenants_bookkeeping_goes_with_its_last_memory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (a, b) = (
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
     );
     let first = note("redis runs on 6379", T0, Scope::Project, None);
     let first = store_one(&a, "acme", first, &direction(0, 0.0)).await;
@@ -278,8 +275,8 @@ async fn another_process_counting_uses_does_not_rebuild_this_ones_index() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     let (a, b) = (
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
-        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
+        super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap(),
     );
     let (acme, everyone) = (tenant("acme"), seen_from(None));
     let used = store_one(
@@ -335,7 +332,7 @@ async fn uses_are_written_behind_and_add_up_across_processes() {
     // No timer writes while the test looks.
     let open = || {
         let hour = std::time::Duration::from_secs(3600);
-        super::SqliteStore::open_writing_uses(&path, &suite::model(8), IN_MEMORY, RULE, hour)
+        super::SqliteStore::open_writing_uses(&path, &suite::model(8), IN_MEMORY, hour)
     };
     let (a, b) = (open().unwrap(), open().unwrap());
     let (acme, everyone) = (tenant("acme"), seen_from(None));
@@ -395,7 +392,7 @@ async fn uses_are_written_behind_and_add_up_across_processes() {
 async fn waiting_uses_are_written_by_the_timer_and_a_crash_loses_only_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
-    let open = || super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let open = || super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let (a, b) = (open(), open());
     let (acme, everyone) = (tenant("acme"), seen_from(None));
     let used = store_one(
@@ -462,7 +459,7 @@ fn two_processes_opening_an_old_file_at_once_both_start() {
             .map(|_| {
                 let path = path.clone();
                 std::thread::spawn(move || {
-                    super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).map(|_| ())
+                    super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).map(|_| ())
                 })
             })
             .collect();
@@ -481,7 +478,7 @@ async fn a_count_past_the_most_uses_reads_as_the_most_once_more_are_counted() {
     use crate::memory::MAX_USES;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.db");
-    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let (acme, everyone) = (tenant("acme"), seen_from(None));
     let m = store_one(
         &store,
@@ -506,7 +503,7 @@ async fn a_count_past_the_most_uses_reads_as_the_most_once_more_are_counted() {
     store.flush().await.unwrap();
     let listed = store.list(&acme, &everyone, None, None, 5).await.unwrap();
     assert_eq!(listed[0].access_count, MAX_USES);
-    let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
         .await
         .unwrap();
@@ -519,7 +516,7 @@ async fn a_count_past_the_most_uses_reads_as_the_most_once_more_are_counted() {
 async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.db");
-    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let (acme, everyone) = (tenant("acme"), seen_from(None));
     let m = store_one(
         &store,
@@ -549,7 +546,7 @@ async fn counts_from_an_older_release_add_up_and_leave_with_the_memory() {
         (listed[0].access_count, listed[0].last_accessed_at),
         (4, Some(T0 + 50))
     );
-    let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let reopened = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let hits = suite::nearest(&reopened, &acme, &everyone, &direction(0, 0.0), 1)
         .await
         .unwrap();
@@ -597,7 +594,7 @@ async fn a_file_from_before_keyword_recall_is_indexed_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     old_file(&path);
-    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let store = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let found = suite::keyword_hits(
         &store,
         &tenant("acme"),
@@ -615,7 +612,7 @@ async fn a_file_from_before_keyword_recall_is_indexed_when_opened() {
     );
     // Indexed once: opening again adds nothing twice.
     drop(store);
-    let again = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY, RULE).unwrap();
+    let again = super::SqliteStore::open(&path, &suite::model(8), IN_MEMORY).unwrap();
     let stored = store_one(
         &again,
         "acme",
