@@ -71,7 +71,7 @@ impl Thresholds {
 /// best match's similarity raised by how much of the question's rarer words the best
 /// matches by meaning hold; below `threshold`, the confidence is NO CONFIDENT MATCH. Both
 /// numbers are measured per model on the development sets (docs/models.md, "Abstention").
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Abstention {
     /// Similarity a question whose every word the best match holds gains.
     pub words: f64,

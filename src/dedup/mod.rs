@@ -20,7 +20,7 @@ pub const NEIGHBOURS: usize = 5;
 const SIMILAR_OVERLAP: f64 = 0.5;
 
 /// What a model's similarities mean to the duplicate check.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rule {
     /// The least similarity of a repeat (measured on near-verbatim pairs, docs/models.md).
     pub repeat: f64,

@@ -15,7 +15,7 @@ pub const DEFAULT_LOCAL_MODEL: &str = "multilingual-e5-small";
 /// (docs/guide.md#recall-threshold): the floor below which nothing matched, and, for a model
 /// whose similarities sit too close together for 3x the floor to mean anything, the top
 /// similarity that is a confident match.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Calibration {
     pub floor: f64,
     pub high: Option<f64>,
@@ -55,6 +55,60 @@ impl Calibration {
             abstention: self.abstention,
             reads_across_scripts: self.reads_across_scripts,
         }
+    }
+}
+
+/// A model's numbers as `mcp-memory calibrate` fitted them and recorded them in the store
+/// beside the model record, so that every process on the store judges alike
+/// (docs/models.md, "Calibrating a model"): the model they are for, when, and the errors
+/// they made on the parts of the calibration set they were not fitted on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Fit {
+    /// The model's name and width, as the store records its vectors' (`crate::memory::Model`).
+    pub model: String,
+    pub dimension: usize,
+    /// When it was fitted, in ms since the epoch.
+    pub at: i64,
+    pub calibration: Calibration,
+    pub expected: Expected,
+}
+
+/// The errors a fit made on the parts it was not fitted on, one of each kind the label
+/// and the duplicate rule can make.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Expected {
+    /// Answerable questions whose answer was shown but labelled NO CONFIDENT MATCH.
+    pub found_called_no_match: Rate,
+    /// Unanswerable questions whose results were vouched for (HIGH or MEDIUM).
+    pub unanswerable_vouched: Rate,
+    /// Near-verbatim repeats stored as new memories.
+    pub repeats_stored_twice: Rate,
+    /// Facts differing in one value refused as repeats.
+    pub different_refused: Rate,
+}
+
+/// `errors` out of `of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rate {
+    pub errors: usize,
+    pub of: usize,
+}
+
+impl Fit {
+    /// Whether it was fitted for `model`.
+    pub fn is_for(&self, model: &crate::memory::Model) -> bool {
+        self.model == model.name && self.dimension == model.dimension
+    }
+}
+
+impl std::fmt::Display for Rate {
+    /// As a whole percentage with its count: `10% (3 of 30)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let percent = match self.of {
+            0 => 0.0,
+            of => 100.0 * self.errors as f64 / of as f64,
+        };
+        write!(f, "{percent:.0}% ({} of {})", self.errors, self.of)
     }
 }
 

@@ -12,6 +12,7 @@ use super::{
     keep_nearest, write,
 };
 use crate::dedup;
+use crate::embed::Fit;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::search::bm25::{Corpus, Scorer};
 use crate::search::{self, Query, best_first, cosine};
@@ -19,6 +20,7 @@ use crate::search::{self, Query, best_first, cosine};
 #[derive(Default)]
 pub struct InMemoryStore {
     rows: Mutex<Vec<(Tenant, Memory, Vec<f32>)>>,
+    calibration: Mutex<Option<Fit>>,
 }
 
 impl InMemoryStore {
@@ -297,6 +299,15 @@ impl MemoryStore for InMemoryStore {
             !gone
         });
         Ok(Expired::of(expired, expired, limit))
+    }
+
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
+        Ok(self.calibration.lock().unwrap().clone())
+    }
+
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError> {
+        *self.calibration.lock().unwrap() = Some(fit.clone());
+        Ok(())
     }
 
     async fn flush(&self) -> Result<(), StoreError> {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::dedup;
+use crate::embed::Fit;
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 
@@ -258,6 +259,14 @@ pub trait MemoryStore: Send + Sync {
     /// store's model (the caller's to check); the first import records it as a write does.
     async fn import(&self, memories: &[Portable]) -> Result<usize, StoreError>;
 
+    /// The fit `mcp-memory calibrate` recorded beside the store's model record, if any
+    /// (docs/models.md, "Calibrating a model"); the reader checks that it is for its model
+    /// (`Fit::is_for`).
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError>;
+
+    /// Records `fit`, made for this process's model, in place of any earlier one.
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError>;
+
     /// Makes everything durable (counters buffered in this process, a WAL): at shutdown,
     /// and whenever an operator asks. The store stays usable.
     async fn flush(&self) -> Result<(), StoreError>;
@@ -284,6 +293,21 @@ pub trait MemoryStore: Send + Sync {
     fn width_fixed_by_index(&self) -> bool {
         false
     }
+}
+
+/// A fit as a store keeps it: JSON, read back by `read_fit`.
+pub(crate) fn fit_text(fit: &Fit) -> String {
+    serde_json::to_string(fit).expect("a fit is numbers and a name")
+}
+
+/// The fit kept in `location` as `text`; one this version cannot read is the operator's to
+/// record again.
+pub(crate) fn read_fit(location: &str, text: &str) -> Result<Fit, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::SetUp {
+        location: location.to_owned(),
+        problem: format!("records a model calibration this version cannot read ({e})"),
+        fix: "run `mcp-memory calibrate` to record it again".into(),
+    })
 }
 
 /// Opens the configured store for vectors of `model`, the embedder's: a store that recorded

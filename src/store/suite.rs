@@ -1525,6 +1525,88 @@ pub async fn run_model_record<S: MemoryStore, F: Future<Output = Result<S, Store
     assert_eq!(found.len(), 1, "nothing was altered");
 }
 
+/// A fit for `model` whose floor is `floor`.
+fn fit_of(model: &crate::memory::Model, floor: f64) -> crate::embed::Fit {
+    let rate = |errors, of| crate::embed::Rate { errors, of };
+    crate::embed::Fit {
+        model: model.name.clone(),
+        dimension: model.dimension,
+        at: T0,
+        calibration: crate::embed::Calibration {
+            floor,
+            high: Some(0.8),
+            baseline: 0.1,
+            duplicates: Rule {
+                repeat: 0.93,
+                hangul_repeat: 0.9,
+                similar: 0.85,
+            },
+            abstention: Some(crate::ranking::Abstention {
+                words: 0.2,
+                threshold: 0.45,
+            }),
+            reads_across_scripts: true,
+        },
+        expected: crate::embed::Expected {
+            found_called_no_match: rate(3, 30),
+            unanswerable_vouched: rate(12, 20),
+            repeats_stored_twice: rate(4, 10),
+            different_refused: rate(0, 10),
+        },
+    }
+}
+
+/// The fit `mcp-memory calibrate` records is what every process opened on the store reads,
+/// whole, until another replaces it; memories are untouched by either, and a process of
+/// another model can record none over the vectors of this one.
+pub async fn run_recorded_fit<S: MemoryStore, F: Future<Output = Result<S, StoreError>>>(
+    open: impl Fn(crate::memory::Model) -> F,
+) {
+    let mine = model(8);
+    let first = open(mine.clone()).await.unwrap();
+    assert_eq!(first.calibration().await.unwrap(), None);
+    let kept = store_one(
+        &first,
+        "acme",
+        note("a fact", T0, Scope::Project, None),
+        &direction(0, 0.0),
+    )
+    .await;
+    let fit = fit_of(&mine, 0.3);
+    first.record_calibration(&fit).await.unwrap();
+    let second = open(mine.clone()).await.unwrap();
+    assert_eq!(second.calibration().await.unwrap(), Some(fit));
+    let refit = fit_of(&mine, 0.35);
+    second.record_calibration(&refit).await.unwrap();
+    assert_eq!(first.calibration().await.unwrap(), Some(refit.clone()));
+    let found = nearest(
+        &second,
+        &tenant("acme"),
+        &seen_from(None),
+        &direction(0, 0.0),
+        5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        found.iter().map(|h| &h.memory.id).collect::<Vec<_>>(),
+        [&kept.id]
+    );
+    let theirs = crate::memory::Model {
+        name: "test:another".into(),
+        dimension: 8,
+    };
+    // Refused at open, or (S3) when it records.
+    if let Ok(other) = open(theirs.clone()).await {
+        let refused = other.record_calibration(&fit_of(&theirs, 0.5)).await;
+        assert!(
+            matches!(refused, Err(StoreError::OtherModel { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(second.calibration().await.unwrap(), Some(refit));
+}
+
 /// Every page of an export, `page` at a time.
 async fn export_all(
     store: &dyn MemoryStore,

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
 };
+use crate::embed::Fit;
 use crate::memory::{Memory, MemoryType, NewMemory, Tenant, Visibility};
 use crate::metrics::Metrics;
 use crate::search::Query;
@@ -132,6 +133,14 @@ impl MemoryStore for TimedStore {
 
     async fn expire(&self, at: i64, limit: usize) -> Result<Expired, StoreError> {
         self.time("expire", self.inner.expire(at, limit)).await
+    }
+
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
+        self.inner.calibration().await
+    }
+
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError> {
+        self.inner.record_calibration(fit).await
     }
 
     async fn flush(&self) -> Result<(), StoreError> {

@@ -27,6 +27,7 @@ use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError, write,
 };
 use crate::dedup;
+use crate::embed::Fit;
 use crate::memory::{Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::cache::{self, Building, Indexing, Slot, TenantCache, Version};
 use crate::search::{self, Query, SearchIndex};
@@ -476,6 +477,27 @@ impl MemoryStore for PostgresStore {
             index.remove(id);
         });
         Ok(true)
+    }
+
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
+        let text: Option<String> =
+            sqlx::query_scalar("SELECT value FROM store_meta WHERE key = 'calibration'")
+                .fetch_optional(&self.pool)
+                .await?;
+        (text.as_deref())
+            .map(|text| super::read_fit(&self.database.location, text))
+            .transpose()
+    }
+
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO store_meta VALUES ('calibration', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        )
+        .bind(super::fit_text(fit))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn count_by_type(

@@ -87,6 +87,16 @@ async fn the_database_keeps_to_the_model_it_recorded() {
 }
 
 #[tokio::test]
+async fn a_model_calibration_is_recorded_beside_its_model() {
+    let url = fresh_database().await;
+    suite::run_recorded_fit(|model| {
+        let url = url.clone();
+        async move { PostgresStore::open(&url, &model, &SETTINGS).await }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_database_is_reembedded_in_place() {
     let url = fresh_database().await;
     suite::run_reembed(

@@ -26,6 +26,7 @@ use super::{
     keep_nearest, write,
 };
 use crate::dedup;
+use crate::embed::Fit;
 use crate::log;
 use crate::memory::{self, Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
@@ -91,6 +92,8 @@ pub struct S3Store {
     /// A search found no model recorded: later searches do not ask again.
     searched_unrecorded: std::sync::atomic::AtomicBool,
     model_key: String,
+    /// Where the state bucket keeps the index's model calibration (`calibration_key`).
+    calibration_key: String,
 }
 
 /// The state bucket, and a client of S3 Vectors (no network call).
@@ -115,6 +118,12 @@ struct RecordedModel {
 /// Where the state bucket records the model of the vectors of `index` in `vector_bucket`.
 fn model_key(vector_bucket: &str, index: &str) -> String {
     format!("model/{vector_bucket}/{index}.json")
+}
+
+/// Where the state bucket keeps the fit `mcp-memory calibrate` recorded for the model of
+/// `index`'s vectors, beside the model's record.
+fn calibration_key(vector_bucket: &str, index: &str) -> String {
+    format!("calibration/{vector_bucket}/{index}.json")
 }
 
 /// The model recorded under `key`, if any.
@@ -183,6 +192,7 @@ impl S3Store {
             index_checked: std::sync::atomic::AtomicBool::new(false),
             searched_unrecorded: std::sync::atomic::AtomicBool::new(false),
             model_key: model_key(&settings.vector_bucket, &settings.vector_index),
+            calibration_key: calibration_key(&settings.vector_bucket, &settings.vector_index),
         }
     }
 
@@ -756,6 +766,26 @@ impl MemoryStore for S3Store {
         };
         remove(&self.vectors, &*self.objects, tenant, &memory).await?;
         Ok(true)
+    }
+
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
+        self.check_model(false).await?;
+        let found = self.objects.get(&self.calibration_key).await;
+        let Some(found) = found.map_err(state_failed)? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&found.body);
+        super::read_fit(&self.vectors.location(), &text).map(Some)
+    }
+
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError> {
+        self.check_model(false).await?;
+        let body = super::fit_text(fit).into_bytes();
+        (self
+            .objects
+            .put(&self.calibration_key, body, Condition::Always))
+        .await
+        .map_err(state_failed)
     }
 
     async fn count_by_type(

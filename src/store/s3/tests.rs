@@ -301,6 +301,16 @@ async fn the_index_keeps_to_the_model_it_recorded() {
 }
 
 #[tokio::test]
+async fn a_model_calibration_is_recorded_beside_its_model() {
+    let settings = buckets().await;
+    suite::run_recorded_fit(|model| {
+        let settings = settings.clone();
+        async move { Ok(S3Store::open(&settings, &model).await) }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_vectors_are_reembedded_into_another_index() {
     let settings = buckets().await;
     suite::run_reembed(

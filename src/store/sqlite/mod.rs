@@ -37,6 +37,7 @@ use super::{
     After, Counts, Expired, Exported, Matches, MemoryStore, Portable, Remembered, StoreError,
 };
 use crate::dedup;
+use crate::embed::Fit;
 use crate::memory::{Hit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::cache::{Coherence, Indexing, Slot, TenantCache};
 use crate::search::{self, Query};
@@ -642,6 +643,34 @@ impl MemoryStore for SqliteStore {
                 }
             }
             Ok(Expired::of(expired.len(), expired.len(), limit))
+        })
+        .await
+    }
+
+    async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
+        let text: Option<String> = self
+            .with_conn(|conn, _, _| {
+                conn.query_row(
+                    "SELECT value FROM store_meta WHERE key = 'calibration'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()
+            })
+            .await?;
+        (text.as_deref())
+            .map(|text| super::read_fit(&self.model.location, text))
+            .transpose()
+    }
+
+    async fn record_calibration(&self, fit: &Fit) -> Result<(), StoreError> {
+        let text = super::fit_text(fit);
+        self.with_conn(move |conn, _, _| {
+            conn.execute(
+                "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('calibration', ?1)",
+                [text],
+            )
+            .map(drop)
         })
         .await
     }

@@ -101,6 +101,17 @@ async fn the_file_keeps_to_the_model_it_recorded() {
 }
 
 #[tokio::test]
+async fn a_model_calibration_is_recorded_beside_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    suite::run_recorded_fit(|model| {
+        let path = path.clone();
+        async move { super::SqliteStore::open(&path, &model, IN_MEMORY) }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_file_is_reembedded_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory.db");
