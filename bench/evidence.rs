@@ -143,13 +143,16 @@ async fn ask(
             .max_by(|a, b| a.hit.similarity.total_cmp(&b.hit.similarity))
             .map(|c| script_name(Script::of(&c.hit.memory.content)));
         let script = Script::of(&q.text);
-        let addressed = (config.thresholds.abstention).map(|a| a.addresses(evidence));
+        // The numbers the project measured for the model, as a store with no fit recorded
+        // judges by.
+        let thresholds = config.numbers.judged(None).thresholds;
+        let addressed = (thresholds.abstention).map(|a| a.addresses(evidence));
         let ranked = ranking::rank(
             candidates,
             script,
             RecallMode::Balanced,
             LIMIT,
-            config.thresholds,
+            thresholds,
             config.keyword_weight,
             mcp_memory::memory::now_ms(),
         );

@@ -105,8 +105,7 @@ impl App {
                 }),
                 config.knowledge_base.as_ref().and_then(library::open),
                 Judgement {
-                    thresholds: config.thresholds,
-                    duplicates: config.duplicates,
+                    numbers: config.numbers,
                     keyword_weight: config.keyword_weight,
                 },
                 config.timeouts.request,
@@ -126,12 +125,22 @@ impl App {
         })
     }
 
-    /// The startup line describing where memories live and how they are embedded.
-    pub fn describe(&self) -> String {
+    /// The startup lines describing where memories live, how they are embedded, and
+    /// whether the model's numbers were measured for it: the store is asked for its fit
+    /// here, and when it does not answer, at the first call that needs it.
+    pub async fn describe(&self) -> String {
+        let model = self.tools.embedder.model().name;
+        let calibration = match self.tools.judged().await {
+            Ok(judged) => judged.calibrated.describe(&model),
+            Err(e) => format!(
+                "not read yet, as the store did not answer ({e}); the first call that needs it \
+                 reads it"
+            ),
+        };
         format!(
-            "store: {} ({})",
+            "store: {} ({})\ncalibration: {calibration}",
             self.tools.store.describe(),
-            self.tools.embedder.describe()
+            self.tools.embedder.describe(),
         )
     }
 }

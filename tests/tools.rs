@@ -68,7 +68,10 @@ async fn remember_recall_list_stats_forget_round_trip() {
     );
 
     let stats = s.ok(ACME, "memory_stats", json!({})).await;
-    assert_eq!(stats, "[MEMORY] 1 memory for this project (pattern: 1).");
+    assert_eq!(
+        stats.lines().next().unwrap(),
+        "[MEMORY] 1 memory for this project (pattern: 1)."
+    );
 
     assert_eq!(
         s.ok(ACME, "forget", json!({"id": id})).await,
@@ -80,7 +83,11 @@ async fn remember_recall_list_stats_forget_round_trip() {
         "{again}"
     );
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] This project has no memories yet."
     );
     assert_eq!(
@@ -205,7 +212,11 @@ async fn tenants_are_isolated_even_when_ids_are_known() {
         "[MEMORY] This project has no memories yet."
     );
     assert_eq!(
-        s.ok(GLOBEX, "memory_stats", json!({})).await,
+        s.ok(GLOBEX, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] This project has no memories yet."
     );
     assert!(
@@ -220,7 +231,11 @@ async fn tenants_are_isolated_even_when_ids_are_known() {
             .starts_with("[MEMORY] Stored as ")
     );
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 1 memory for this project (project: 1)."
     );
     // A tenant argument is ignored, never honoured.
@@ -267,7 +282,11 @@ async fn conversation_notes_appear_nowhere_else() {
             "{listed}"
         );
         assert_eq!(
-            s.ok(outsider, "memory_stats", json!({})).await,
+            s.ok(outsider, "memory_stats", json!({}))
+                .await
+                .lines()
+                .next()
+                .unwrap(),
             "[MEMORY] 1 memory for this project (project: 1)."
         );
         assert!(
@@ -294,7 +313,11 @@ async fn conversation_notes_appear_nowhere_else() {
         .await;
     assert!(repeat_in_c1.contains("Already known"), "{repeat_in_c1}");
     assert_eq!(
-        s.ok(c1, "memory_stats", json!({})).await,
+        s.ok(c1, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 2 memories for this project (project: 2)."
     );
 }
@@ -346,7 +369,11 @@ async fn a_near_verbatim_repeat_merges_and_a_paraphrase_is_kept() {
         .starts_with("[MEMORY] Stored as ")
     );
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 4 memories for this project (project: 4)."
     );
 }
@@ -617,7 +644,11 @@ async fn identity_refusals_are_tool_results_and_run_nothing() {
         "{text}"
     );
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] This project has no memories yet."
     );
 }
@@ -640,7 +671,11 @@ async fn a_failing_embedding_service_is_a_readable_tool_error() {
     }
     s.stub.fail_with(0);
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 1 memory for this project (project: 1)."
     );
 }
@@ -1168,7 +1203,10 @@ async fn a_memory_that_expires_is_gone_everywhere_from_that_instant() {
         );
         assert!(recalled.contains(&format!("[id:{id}]")), "{recalled}");
         assert!(listed.contains(&format!("[id:{id}]")), "{listed}");
-        assert_eq!(stats, "[MEMORY] 3 memories for this project (project: 3).");
+        assert_eq!(
+            stats.lines().next().unwrap(),
+            "[MEMORY] 3 memories for this project (project: 3)."
+        );
         break (id, instant);
     };
 
@@ -1180,7 +1218,11 @@ async fn a_memory_that_expires_is_gone_everywhere_from_that_instant() {
     let listed = s.ok(ACME, "list_memories", json!({})).await;
     assert!(!listed.contains(&format!("[id:{id}]")), "{listed}");
     assert_eq!(
-        s.ok(ACME, "memory_stats", json!({})).await,
+        s.ok(ACME, "memory_stats", json!({}))
+            .await
+            .lines()
+            .next()
+            .unwrap(),
         "[MEMORY] 2 memories for this project (project: 2)."
     );
     let forgot = s.ok(ACME, "forget", json!({"id": id})).await;

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use super::measure::{Asked, Observed, Paired};
 use super::set::Script as Written;
 use crate::dedup::{self, Rule, tokens};
-use crate::embed::Calibration;
+use crate::embed::{Calibration, Expected, Rate};
 use crate::ranking::{self, Abstention, RecallMode, Thresholds};
 
 /// The word weights abstention is tried with.
@@ -101,6 +101,17 @@ impl Errors {
     /// Both counts summed over every pair of scripts.
     pub fn total(counts: &BTreeMap<impl Ord, (usize, usize)>) -> (usize, usize) {
         (counts.values()).fold((0, 0), |(n, k), (a, b)| (n + a, k + b))
+    }
+
+    /// Each kind of error over every pair of scripts, as a fit records them.
+    pub fn expected(&self) -> Expected {
+        let rate = |(of, errors)| Rate { errors, of };
+        Expected {
+            found_called_no_match: rate(Self::total(&self.found)),
+            unanswerable_vouched: rate(Self::total(&self.unanswerable)),
+            repeats_stored_twice: rate(Self::total(&self.repeats)),
+            different_refused: rate(Self::total(&self.different)),
+        }
     }
 
     fn add(&mut self, other: Errors) {

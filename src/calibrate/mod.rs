@@ -12,17 +12,26 @@ pub mod set;
 use std::process::ExitCode;
 
 use crate::config::Variables;
-use crate::embed::window;
+use crate::embed::{Fit, window};
 use crate::memory::now_ms;
 use crate::portable::{self, Embedding, progress::Progress};
 
 /// `mcp-memory calibrate`: the set embedded by the configured embedder, its cost said
 /// first; the fit, and the errors it makes on parts it was not fitted on beside those of
-/// the numbers in use, printed.
-pub async fn run(variables: Variables) -> ExitCode {
-    let (config, embedder) = match portable::configured(variables) {
-        Ok(configured) => configured,
+/// the numbers in use, printed; then, unless `dry_run`, the fit recorded in the store for
+/// every process started on it after.
+pub async fn run(variables: Variables, dry_run: bool) -> ExitCode {
+    let (config, embedder, store) = match portable::opened(variables).await {
+        Ok(opened) => opened,
         Err(code) => return code,
+    };
+    let model = embedder.model();
+    let in_use = match crate::store::judged(&*store, &config.numbers, &model).await {
+        Ok(judged) => judged,
+        Err(refused) => {
+            eprintln!("calibrate stopped: {refused}; nothing was fitted");
+            return ExitCode::FAILURE;
+        }
     };
     let parts = set::parts();
     let (memories, questions) = measure::Vectors::wanted(&parts);
@@ -63,11 +72,11 @@ pub async fn run(variables: Variables) -> ExitCode {
         held_out,
         separable,
     } = fit::calibrate(&observed, weight, now);
-    let in_use = fit::errors(
+    let in_use_errors = fit::errors(
         &observed,
         |_| true,
-        config.thresholds,
-        config.duplicates,
+        in_use.thresholds,
+        in_use.duplicates,
         weight,
         now,
     );
@@ -82,18 +91,44 @@ pub async fn run(variables: Variables) -> ExitCode {
         );
     }
     println!("  as code: {}", report::as_code(whole));
-    println!("\nthe numbers in use now:");
-    print!("{}", report::numbers(config.thresholds, config.duplicates));
+    println!(
+        "\nthe numbers in use now ({}):",
+        in_use.calibrated.describe(&model.name)
+    );
+    print!("{}", report::numbers(in_use.thresholds, in_use.duplicates));
     println!(
         "\nerrors, as counts, rates and 95% intervals: the fit's on each part when fitted on the \
          other {} (leave one part out), beside those of the numbers in use on every part:\n",
         observed.parts - 1
     );
-    print!("{}", report::table(&held_out, &in_use));
+    print!("{}", report::table(&held_out, &in_use_errors));
+    if config.numbers.floor.is_some() || config.numbers.high.is_some() {
+        println!(
+            "\nRECALL_MIN_SIMILARITY or RECALL_HIGH_SIMILARITY is set: it replaces the fit's \
+             floor or high similarity wherever it is set, as it replaces any model's"
+        );
+    }
+    if dry_run {
+        println!("\nnot recorded (--dry-run): servers go on using the numbers in use");
+        return ExitCode::SUCCESS;
+    }
+    let fit = Fit {
+        model: model.name.clone(),
+        dimension: model.dimension,
+        at: now,
+        calibration: whole,
+        expected: held_out.expected(),
+    };
+    if let Err(e) = store.record_calibration(&fit).await {
+        eprintln!("calibrate could not record the fit: {e}");
+        return ExitCode::FAILURE;
+    }
+    store.close().await;
     println!(
-        "\nthe fit is not recorded: the store does not keep a model's fit yet, so recall and \
-         remember go on using the numbers in use (RECALL_MIN_SIMILARITY and \
-         RECALL_HIGH_SIMILARITY set the floor and the high similarity)"
+        "\nrecorded in {} for {}: every server started on this store from now on judges by it; \
+         one already running does from its next start",
+        store.describe(),
+        model
     );
     ExitCode::SUCCESS
 }

@@ -2,7 +2,8 @@
 //! ignored with a warning.
 
 use super::*;
-use crate::ranking::Abstention;
+use crate::embed::{Calibrated, Calibration, Fit};
+use crate::ranking::{Abstention, Thresholds};
 use crate::{embed, store};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,7 +36,8 @@ fn with(extra: &[(&'static str, &'static str)]) -> Result<Config, String> {
 fn defaults() {
     let c = with(&[]).unwrap();
     assert_eq!(c.port, 3000);
-    assert_eq!(c.thresholds, Thresholds::of_floor(0.1));
+    assert_eq!(c.numbers.judged(None).thresholds, Thresholds::of_floor(0.1));
+    assert_eq!(c.numbers.judged(None).calibrated, Calibrated::Not);
     assert_eq!(c.body_limit, 1024 * 1024);
     assert!(c.gate.is_open() && c.allowed_origins.is_empty());
     assert_eq!(c.max_connections, 256);
@@ -87,7 +89,9 @@ fn similarity_thresholds_are_in_the_open_closed_unit_interval() {
             );
         }
     }
-    let thresholds = |pairs: &[(&'static str, &'static str)]| with(pairs).unwrap().thresholds;
+    let thresholds = |pairs: &[(&'static str, &'static str)]| {
+        with(pairs).unwrap().numbers.judged(None).thresholds
+    };
     assert_eq!(
         thresholds(&[("RECALL_MIN_SIMILARITY", "1")]),
         Thresholds::of_floor(1.0)
@@ -128,7 +132,7 @@ fn each_local_model_has_its_measured_thresholds() {
     let local = |extra: &[(&'static str, &'static str)]| {
         let mut pairs = vec![("EMBEDDING_PROVIDER", "local")];
         pairs.extend_from_slice(extra);
-        with(&pairs).unwrap().thresholds
+        with(&pairs).unwrap().numbers.judged(None).thresholds
     };
     let e5 = Thresholds {
         floor: 0.78,
@@ -171,21 +175,25 @@ fn each_local_model_has_its_measured_thresholds() {
     // A floor below e5's baseline moves the baseline down with it: nothing the floor lets
     // through is measured as no closer than unrelated text.
     assert_eq!(local(&[("RECALL_MIN_SIMILARITY", "0.6")]).baseline, 0.6);
-    // Only a model without measured thresholds, left at the defaults, is warned about.
-    let warned = |extra: &[(&'static str, &'static str)]| {
+    // Only a model we fetch comes calibrated; a floor configured for another does not
+    // calibrate it.
+    let calibrated = |extra: &[(&'static str, &'static str)]| {
         let mut pairs = vec![("EMBEDDING_PROVIDER", "local")];
         pairs.extend_from_slice(extra);
-        let warnings = with(&pairs).unwrap().warnings;
-        warnings
-            .iter()
-            .any(|w| w.contains("no measured thresholds"))
+        with(&pairs).unwrap().numbers.judged(None).calibrated
     };
-    assert!(warned(&[("EMBEDDING_MODEL", "./my-own-bert")]));
-    assert!(!warned(&[]));
-    assert!(!warned(&[
-        ("EMBEDDING_MODEL", "./my-own-bert"),
-        ("RECALL_MIN_SIMILARITY", "0.3")
-    ]));
+    assert_eq!(calibrated(&[]), Calibrated::Shipped);
+    assert_eq!(
+        calibrated(&[("EMBEDDING_MODEL", "./my-own-bert")]),
+        Calibrated::Not
+    );
+    assert_eq!(
+        calibrated(&[
+            ("EMBEDDING_MODEL", "./my-own-bert"),
+            ("RECALL_MIN_SIMILARITY", "0.3")
+        ]),
+        Calibrated::Not
+    );
     assert_eq!(local(&[("EMBEDDING_MODEL", "all-mpnet-base-v2")]), minilm);
     assert_eq!(
         local(&[("RECALL_MIN_SIMILARITY", "0.9")]),
@@ -258,11 +266,11 @@ fn embedding_refusals_name_the_variables() {
                     dimension: None,
                     ..
                 },
-            thresholds,
+            numbers,
             ..
         }) => {
             assert!(model_dir.ends_with("mcp-memory/models/multilingual-e5-small"));
-            assert_eq!(thresholds.floor, 0.78);
+            assert_eq!(numbers.calibration.floor, 0.78);
         }
         other => panic!("the default provider is local: {:?}", other.err()),
     }
@@ -585,4 +593,55 @@ fn index_vectors_go_beside_the_file_unless_told_otherwise() {
     assert_eq!(home(&named), files("/var/cache/mcp", true));
     let heap = [&BASE[..], &[("INDEX_VECTORS_DIR", "memory")]].concat();
     assert_eq!(home(&heap), VectorHome::Memory);
+}
+
+/// A fit the store recorded for the model replaces the numbers it would have; the floor and
+/// the high similarity configured replace the fit's, and nothing else of it.
+#[test]
+fn a_recorded_fit_is_judged_by_under_the_configured_floor_and_high() {
+    let fit = Fit {
+        model: "openai:text-embedding-3-small".into(),
+        dimension: 1536,
+        at: 0,
+        calibration: Calibration {
+            floor: 0.4,
+            high: Some(0.6),
+            baseline: 0.2,
+            duplicates: crate::dedup::Rule {
+                repeat: 0.95,
+                hangul_repeat: 0.9,
+                similar: 0.85,
+            },
+            abstention: Some(Abstention {
+                words: 0.3,
+                threshold: 0.5,
+            }),
+            reads_across_scripts: true,
+        },
+        expected: crate::embed::Expected {
+            found_called_no_match: crate::embed::Rate { errors: 1, of: 10 },
+            unanswerable_vouched: crate::embed::Rate { errors: 2, of: 10 },
+            repeats_stored_twice: crate::embed::Rate { errors: 3, of: 10 },
+            different_refused: crate::embed::Rate { errors: 0, of: 10 },
+        },
+    };
+    let judged = with(&[]).unwrap().numbers.judged(Some(&fit));
+    assert_eq!(judged.calibrated, Calibrated::Recorded(fit.clone()));
+    assert_eq!(judged.thresholds, fit.calibration.thresholds());
+    assert_eq!(judged.duplicates, fit.calibration.duplicates);
+    let floored = with(&[("RECALL_MIN_SIMILARITY", "0.7")])
+        .unwrap()
+        .numbers
+        .judged(Some(&fit));
+    assert_eq!(
+        (floored.thresholds.floor, floored.thresholds.high),
+        (0.7, 0.7)
+    );
+    assert_eq!(floored.thresholds.abstention, fit.calibration.abstention);
+    assert_eq!(floored.duplicates, fit.calibration.duplicates);
+    let high = with(&[("RECALL_HIGH_SIMILARITY", "0.9")])
+        .unwrap()
+        .numbers
+        .judged(Some(&fit));
+    assert_eq!((high.thresholds.floor, high.thresholds.high), (0.4, 0.9));
 }

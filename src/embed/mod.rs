@@ -23,7 +23,9 @@ pub mod window;
 
 #[cfg(feature = "local")]
 pub use settings::DEFAULT_LOCAL_MODEL;
-pub use settings::{Calibration, Expected, Fit, Rate, Settings, Variables};
+pub use settings::{
+    Calibrated, Calibration, Expected, Fit, Judged, Numbers, Rate, Settings, Variables,
+};
 pub use timed::TimedEmbedder;
 
 /// An embedder for unit tests that takes `at_once` texts at a time and counts the most it

@@ -112,6 +112,92 @@ impl std::fmt::Display for Rate {
     }
 }
 
+/// Where the numbers a model is judged by come from (docs/models.md, "Calibrating a
+/// model").
+#[derive(Debug, Clone, PartialEq)]
+pub enum Calibrated {
+    /// Fitted for it by `mcp-memory calibrate` and recorded in the store.
+    Recorded(Fit),
+    /// Measured for it by the project (a local model `model fetch` fetches).
+    Shipped,
+    /// Measured for no such model: the specification's numbers (a remote model) or
+    /// all-MiniLM-L6-v2's (a local model we do not know).
+    Not,
+}
+
+impl Calibrated {
+    /// What the startup line and `memory_stats` say of `model`'s numbers.
+    pub fn describe(&self, model: &str) -> String {
+        match self {
+            Calibrated::Recorded(fit) => format!(
+                "{model} calibrated on {} by `mcp-memory calibrate`; on the parts of the \
+                 calibration set it was not fitted on, {} of found answers were called no \
+                 match, {} of unanswerable questions vouched for, {} of repeats stored twice \
+                 and {} of different facts refused",
+                &crate::memory::iso(fit.at)[..10],
+                fit.expected.found_called_no_match,
+                fit.expected.unanswerable_vouched,
+                fit.expected.repeats_stored_twice,
+                fit.expected.different_refused,
+            ),
+            Calibrated::Shipped => format!(
+                "{model} calibrated by the project (docs/models.md, \"Calibrating a model\")"
+            ),
+            Calibrated::Not => format!(
+                "{model} is not calibrated: the confidence label and the duplicate check use \
+                 numbers nobody measured for it; run `mcp-memory calibrate` (docs/models.md, \
+                 \"Calibrating a model\")"
+            ),
+        }
+    }
+}
+
+/// What recall and remember judge a model's similarities by, and where the numbers come
+/// from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub thresholds: Thresholds,
+    pub duplicates: Rule,
+    pub calibrated: Calibrated,
+}
+
+/// The numbers the configuration gives a model, before the store is asked for a fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Numbers {
+    /// The project's for a local model we fetch (`shipped`), or the fallback's
+    /// (`Settings::calibration`).
+    pub calibration: Calibration,
+    pub shipped: bool,
+    /// RECALL_MIN_SIMILARITY and RECALL_HIGH_SIMILARITY, over any calibration.
+    pub floor: Option<f64>,
+    pub high: Option<f64>,
+}
+
+impl Numbers {
+    /// What recall and remember use: the fit the store recorded for this model
+    /// (`recorded`, already checked to be its), else these. Each model spreads its
+    /// similarities differently (docs/guide.md#recall-threshold); the configured floor and
+    /// high similarity replace those of either, HIGH being 3x the floor unless one was
+    /// measured, which a higher floor can only raise.
+    pub fn judged(&self, recorded: Option<&Fit>) -> Judged {
+        let (model, calibrated) = match recorded {
+            Some(fit) => (fit.calibration, Calibrated::Recorded(fit.clone())),
+            None if self.shipped => (self.calibration, Calibrated::Shipped),
+            None => (self.calibration, Calibrated::Not),
+        };
+        let given = Calibration {
+            floor: self.floor.unwrap_or(model.floor),
+            high: self.high.or(model.high),
+            ..model
+        };
+        Judged {
+            thresholds: given.thresholds(),
+            duplicates: model.duplicates,
+            calibrated,
+        }
+    }
+}
+
 /// A model `mcp-memory model fetch` fetches (`super::fetch`), and what recall measured for it.
 #[cfg(feature = "local")]
 pub struct LocalModel {
@@ -302,16 +388,19 @@ pub enum Settings {
 }
 
 impl Settings {
-    /// What recall takes this model's similarities to mean; None for a local model we have
-    /// not measured (it is known by its folder's name, as the store's model record is).
-    pub fn calibration(&self) -> Option<Calibration> {
+    /// What recall takes this model's similarities to mean, and whether that was measured
+    /// for it: a local model we fetch was (it is known by its folder's name, as the store's
+    /// model record is); another local model gets `Calibration::UNMEASURED`, a remote one
+    /// the specification's numbers.
+    pub fn calibration(&self) -> (Calibration, bool) {
         match self {
             #[cfg(feature = "local")]
-            Settings::Local { model_dir, .. } => {
-                LocalModel::named(model_dir).map(|m| m.calibration)
-            }
+            Settings::Local { model_dir, .. } => match LocalModel::named(model_dir) {
+                Some(known) => (known.calibration, true),
+                None => (Calibration::UNMEASURED, false),
+            },
             #[allow(unreachable_patterns)]
-            _ => Some(TITAN),
+            _ => (TITAN, false),
         }
     }
 }

@@ -281,12 +281,25 @@ impl Line {
 /// The configured embedder and store, as the server would open them; a refusal is printed
 /// as one line and becomes the exit code.
 async fn open(variables: Variables) -> Result<(Arc<dyn Embedder>, Arc<dyn MemoryStore>), ExitCode> {
-    let config = resolved(variables)?;
-    crate::app::open_store(&config).await.map_err(|refused| {
-        eprintln!("{refused}");
-        ExitCode::FAILURE
-    })
+    let (_, embedder, store) = opened(variables).await?;
+    Ok((embedder, store))
 }
+
+/// `open`, with the configuration, for a command that judges as the server does
+/// (`calibrate`).
+pub async fn opened(variables: Variables) -> Result<Opened, ExitCode> {
+    let config = resolved(variables)?;
+    match crate::app::open_store(&config).await {
+        Ok((embedder, store)) => Ok((config, embedder, store)),
+        Err(refused) => {
+            eprintln!("{refused}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The configuration, and the embedder and the store it names.
+pub type Opened = (Config, Arc<dyn Embedder>, Arc<dyn MemoryStore>);
 
 /// The configuration; a refusal is printed as one line and becomes the exit code, and its
 /// warnings are printed.
@@ -302,7 +315,7 @@ fn resolved(variables: Variables) -> Result<Config, ExitCode> {
 }
 
 /// The configuration and the embedder it names, for a command that opens its store
-/// itself (`reembed`) or none (`calibrate`); a refusal is printed as one line and becomes
+/// itself (`reembed`); a refusal is printed as one line and becomes
 /// the exit code.
 pub fn configured(variables: Variables) -> Result<(Config, Arc<dyn Embedder>), ExitCode> {
     let config = resolved(variables)?;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use super::progress::Progress;
 use crate::config::Variables;
+use crate::embed::Calibrated;
 use crate::store::reembed::{self, Reembedding, Switched};
 
 /// Memories read, embedded and kept at a time.
@@ -75,6 +76,16 @@ pub async fn run(variables: Variables, to_index: Option<String>) -> ExitCode {
              restart them with this configuration"
         ),
     }
+    // A fit belongs to the model it was made for (docs/models.md, "The fit, recorded").
+    let meanwhile = match config.numbers.judged(None).calibrated {
+        Calibrated::Shipped => "the numbers the project measured for it",
+        _ => "numbers nobody measured for it, and say so",
+    };
+    eprintln!(
+        "no calibration is recorded for {to} on this store: run `mcp-memory calibrate` with this \
+         configuration to fit the confidence label and the duplicate check to it; until then \
+         servers judge by {meanwhile}"
+    );
     ExitCode::SUCCESS
 }
 

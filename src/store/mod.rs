@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::dedup;
-use crate::embed::Fit;
+use crate::embed::{Fit, Judged, Numbers};
 use crate::memory::{Hit, KeywordHit, Memory, MemoryType, Model, NewMemory, Tenant, Visibility};
 use crate::search::Query;
 
@@ -293,6 +293,18 @@ pub trait MemoryStore: Send + Sync {
     fn width_fixed_by_index(&self) -> bool {
         false
     }
+}
+
+/// What a process on `store` embedding with `model` judges by: the fit the store recorded
+/// for that model (`mcp-memory calibrate`), else `numbers` (docs/models.md, "The fit,
+/// recorded").
+pub async fn judged(
+    store: &dyn MemoryStore,
+    numbers: &Numbers,
+    model: &Model,
+) -> Result<Judged, StoreError> {
+    let recorded = store.calibration().await?;
+    Ok(numbers.judged(recorded.filter(|fit| fit.is_for(model)).as_ref()))
 }
 
 /// A fit as a store keeps it: JSON, read back by `read_fit`.

@@ -1,4 +1,5 @@
-//! `memory_stats`: how many memories the caller can see, by type.
+//! `memory_stats`: how many memories the caller can see, by type, and how the model that
+//! embeds them was calibrated.
 
 use async_trait::async_trait;
 
@@ -7,6 +8,8 @@ use serde_json::{Map, Value, json};
 use super::schema::{self, Definition, Effect, NoArguments};
 use super::{Answer, Tool, ToolError, ToolService, render};
 use crate::context::RequestContext;
+use crate::embed::{Calibrated, Rate};
+use crate::memory::iso;
 
 const EXACT_DEFINITION: Definition = Definition {
     name: "memory_stats",
@@ -21,10 +24,23 @@ const EXACT_DEFINITION: Definition = Definition {
 };
 
 fn output() -> Value {
+    let rate = schema::object(json!({"errors": {"type": "integer"}, "of": {"type": "integer"}}));
+    let expected = schema::object(json!({
+        "foundCalledNoMatch": rate,
+        "unanswerableVouched": rate,
+        "repeatsStoredTwice": rate,
+        "differentRefused": rate,
+    }));
     schema::object(json!({
         "total": {"type": "integer"},
         "byType": {"type": "object", "additionalProperties": {"type": "integer"}},
         "lowerBound": {"type": "boolean"},
+        "calibration": schema::object(json!({
+            "model": {"type": "string"},
+            "by": {"type": "string", "enum": ["calibrate", "project", "none"]},
+            "at": {"type": ["string", "null"]},
+            "expected": {"anyOf": [expected, {"type": "null"}]},
+        })),
     }))
 }
 
@@ -78,11 +94,18 @@ pub(super) async fn stats(
     let by_type: Map<String, Value> = (counts.by_type.iter())
         .map(|(t, n)| (t.as_str().to_owned(), json!(n)))
         .collect();
-    let data =
-        json!({"total": counts.total, "byType": by_type, "lowerBound": counts.scan_cap.is_some()});
+    let model = service.embedder.model().name;
+    let calibrated = &service.judged().await?.calibrated;
+    let data = json!({
+        "total": counts.total,
+        "byType": by_type,
+        "lowerBound": counts.scan_cap.is_some(),
+        "calibration": calibration(calibrated, &model),
+    });
+    let calibrated = format!("Confidence levels: {}.", calibrated.describe(&model));
     if counts.total == 0 {
         return Ok(Answer::new(
-            "[MEMORY] This project has no memories yet.",
+            format!("[MEMORY] This project has no memories yet.\n{calibrated}"),
             data,
         ));
     }
@@ -95,14 +118,37 @@ pub(super) async fn stats(
     let noun = render::memories(counts.total);
     let text = match counts.scan_cap {
         None => format!(
-            "[MEMORY] {} {noun} for this project ({breakdown}).",
+            "[MEMORY] {} {noun} for this project ({breakdown}).\n{calibrated}",
             counts.total
         ),
         Some(cap) => format!(
             "[MEMORY] At least {} {noun} for this project ({breakdown}). Counting stopped at \
-             {cap} keys, so every figure here is a lower bound.",
+             {cap} keys, so every figure here is a lower bound.\n{calibrated}",
             counts.total
         ),
     };
     Ok(Answer::new(text, data))
+}
+
+/// Where the numbers behind recall's confidence levels come from, as structured results
+/// give it.
+fn calibration(calibrated: &Calibrated, model: &str) -> Value {
+    let rate = |r: Rate| json!({"errors": r.errors, "of": r.of});
+    match calibrated {
+        Calibrated::Recorded(fit) => json!({
+            "model": model,
+            "by": "calibrate",
+            "at": iso(fit.at),
+            "expected": {
+                "foundCalledNoMatch": rate(fit.expected.found_called_no_match),
+                "unanswerableVouched": rate(fit.expected.unanswerable_vouched),
+                "repeatsStoredTwice": rate(fit.expected.repeats_stored_twice),
+                "differentRefused": rate(fit.expected.different_refused),
+            },
+        }),
+        Calibrated::Shipped => {
+            json!({"model": model, "by": "project", "at": null, "expected": null})
+        }
+        Calibrated::Not => json!({"model": model, "by": "none", "at": null, "expected": null}),
+    }
 }

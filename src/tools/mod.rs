@@ -27,12 +27,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::context::{Identity, RequestContext};
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::{EmbedError, Embedder, Judged, Numbers};
 use crate::library::{DocsError, Library};
 use crate::log;
 use crate::memory::Memory;
 use crate::metrics::{Metrics, Outcome};
-use crate::ranking::Thresholds;
 use crate::store::{MemoryStore, StoreError};
 
 use schema::Definition;
@@ -114,10 +113,10 @@ impl Offered {
 }
 
 /// How recall judges the model's similarities and weighs words, and when remember takes a
-/// memory for a repeat (`crate::config::Config`).
+/// memory for a repeat (`crate::config::Config`): the configuration's numbers, unless the
+/// store records a fit for the model.
 pub struct Judgement {
-    pub thresholds: Thresholds,
-    pub duplicates: crate::dedup::Rule,
+    pub numbers: Numbers,
     pub keyword_weight: f64,
 }
 
@@ -126,9 +125,10 @@ pub struct ToolService {
     pub store: Arc<dyn MemoryStore>,
     pub embedder: Arc<dyn Embedder>,
     pub docs: Option<Arc<dyn Library>>,
-    pub thresholds: Thresholds,
-    /// When a new memory repeats a stored one: the model's (`crate::dedup`).
-    pub duplicates: crate::dedup::Rule,
+    /// The configuration's numbers for the model, and what the process judges by once the
+    /// store was asked for a fit (`judged`).
+    numbers: Numbers,
+    judged: tokio::sync::OnceCell<Judged>,
     /// How much a query's words weigh against its meaning in recall; 0 is vector-only.
     pub keyword_weight: f64,
     /// How long one call may take in all (`MCP_REQUEST_TIMEOUT_MS`).
@@ -167,8 +167,8 @@ impl ToolService {
             store,
             embedder,
             docs,
-            thresholds: judgement.thresholds,
-            duplicates: judgement.duplicates,
+            numbers: judgement.numbers,
+            judged: tokio::sync::OnceCell::new(),
             keyword_weight: judgement.keyword_weight,
             deadline,
             state_key,
@@ -176,6 +176,16 @@ impl ToolService {
             tools,
             lists,
         }
+    }
+
+    /// What recall and remember judge the model's similarities by (its thresholds, its
+    /// duplicate rule, where they come from): the fit the store records for the model, read
+    /// once per process, by the first call that needs it while the store does not answer
+    /// (docs/models.md, "The fit, recorded").
+    pub async fn judged(&self) -> Result<&Judged, StoreError> {
+        let model = self.embedder.model();
+        let read = crate::store::judged(&*self.store, &self.numbers, &model);
+        self.judged.get_or_try_init(|| read).await
     }
 
     /// The `tools` array of `tools/list`, with each tool's `outputSchema` when the

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::schema::{self, Definition, Effect};
 use super::{Answer, Tool, ToolError, ToolService, args, render};
 use crate::context::RequestContext;
+use crate::embed::{Calibrated, Judged};
 use crate::memory::{Memory, now_ms};
 use crate::ranking::{self, Confidence, Evidence, RecallMode, Script};
 use crate::search::{self, Query};
@@ -111,6 +112,7 @@ async fn ranked(
     let asked = render::quote(query, QUOTE_CHARS);
     let data = |confidence: &str, results: Vec<Value>, omitted: usize| json!({"mode": mode.as_str(), "confidence": confidence, "results": results, "omitted": omitted});
     let vector = service.embedder.embed_query(query).await?;
+    let judged = service.judged().await?;
     let visibility = ctx.visibility();
     let terms = search::query_terms(query);
     let hybrid = service.keyword_weight > 0.0 && !terms.is_empty();
@@ -121,7 +123,7 @@ async fn ranked(
     };
     // The words go to the store whenever the model abstains by them (their idf is part
     // of the evidence), but rank only in hybrid recall.
-    let abstains = service.thresholds.abstention.is_some();
+    let abstains = judged.thresholds.abstention.is_some();
     let words = if hybrid || abstains { &terms[..] } else { &[] };
     let wanted = Query {
         vector: &vector,
@@ -137,7 +139,7 @@ async fn ranked(
     // The store already filtered; checking again means a store bug fails closed.
     candidates.retain(|c| visibility.can_see(&c.hit.memory));
     // Only a model that abstains needs the evidence (the terms of its closest memories).
-    let addressed = (service.thresholds.abstention)
+    let addressed = (judged.thresholds.abstention)
         .map(|a| a.addresses(Evidence::of(&candidates, words, &found.idf)));
 
     if candidates.is_empty() {
@@ -153,7 +155,7 @@ async fn ranked(
         Script::of(query),
         mode,
         limit,
-        service.thresholds,
+        judged.thresholds,
         service.keyword_weight,
         now,
     );
@@ -171,7 +173,8 @@ async fn ranked(
             "[MEMORY] Nothing matched \"{asked}\" closely enough.\n\
              NO CONFIDENT MATCH: {g} {noun} {verb} found but fell below the similarity threshold. \
              Rephrase the query, or reason from first principles and say that you did. \
-             Do not present a guess as a remembered fact."
+             Do not present a guess as a remembered fact.{}",
+            unmeasured(judged)
         );
         return Ok(Answer::new(text, data("no_confident_match", Vec::new(), 0)));
     }
@@ -202,9 +205,10 @@ async fn ranked(
         ),
     };
     let mut out = format!(
-        "[MEMORY] {n} {} matched \"{asked}\" (mode: {}).\n{guidance}\n\n",
+        "[MEMORY] {n} {} matched \"{asked}\" (mode: {}).\n{guidance}{}\n\n",
         render::memories(n),
-        mode.as_str()
+        mode.as_str(),
+        unmeasured(judged)
     );
     render::list(
         &mut out,
@@ -232,6 +236,18 @@ async fn ranked(
         .map(|r| super::resources::resource(&r.memory))
         .collect();
     Ok(Answer::new(out, data(confidence, results, omitted)).linking(links))
+}
+
+/// What the label line adds when nobody measured the model's numbers: the level is the
+/// specification's guess, not a measurement (docs/models.md, "Calibrating a model").
+fn unmeasured(judged: &Judged) -> &'static str {
+    match judged.calibrated {
+        Calibrated::Not => {
+            " The embedding model was never calibrated for this server, so this confidence \
+             level is a rough guess."
+        }
+        _ => "",
+    }
 }
 
 fn no_match_guidance(mode: RecallMode) -> String {

@@ -112,7 +112,7 @@ async fn remember(
             &ctx.visibility(),
             memory,
             &vector,
-            service.duplicates,
+            service.judged().await?.duplicates,
         )
         .await?;
     let removed = match &outcome {

@@ -769,7 +769,8 @@ impl MemoryStore for S3Store {
     }
 
     async fn calibration(&self) -> Result<Option<Fit>, StoreError> {
-        self.check_model(false).await?;
+        // One read of the state bucket, no check of the index: the reader takes the fit only
+        // if it names its model, and servers read it at start, when S3 makes no other call.
         let found = self.objects.get(&self.calibration_key).await;
         let Some(found) = found.map_err(state_failed)? else {
             return Ok(None);
