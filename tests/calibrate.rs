@@ -113,9 +113,36 @@ async fn stats(server: &process::Running) -> Value {
 
 #[tokio::test]
 async fn the_fit_is_recorded_and_a_server_started_after_judges_by_it() {
+    recorded_and_judged_by("sqlite").await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn replicas_on_postgresql_judge_by_the_fit_recorded() {
+    recorded_and_judged_by("postgres").await;
+}
+
+#[cfg(feature = "s3")]
+#[tokio::test]
+async fn servers_on_s3_judge_by_the_fit_recorded() {
+    recorded_and_judged_by("s3").await;
+}
+
+/// On `store`: a server started before `calibrate` says its model is not calibrated, at
+/// start, in `memory_stats` and in recall's label; `calibrate` (after a dry run that records
+/// nothing, on SQLite) records the fit; a server started after judges by it and says so,
+/// with the held-out rates `calibrate` printed; the one started before keeps its numbers.
+async fn recorded_and_judged_by(store: &str) {
     let stub = support::EmbeddingStub::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut env = support::base_env(&stub, &dir.path().join("memory.db"));
+    match store {
+        "postgres" => {
+            env.insert("DATABASE_URL".into(), support::postgres_database().await);
+        }
+        "s3" => support::s3_store(&mut env).await,
+        _ => {}
+    }
     // The fit's own floor, not the one the tests usually configure.
     env.remove("RECALL_MIN_SIMILARITY");
     let before = process::start(&mut env).await;
@@ -137,12 +164,14 @@ async fn the_fit_is_recorded_and_a_server_started_after_judges_by_it() {
     let today = || mcp_memory::memory::iso(mcp_memory::memory::now_ms())[..10].to_owned();
     // Both days, should the run cross midnight.
     let mut days = vec![today()];
-    // A dry run prints the fit and records nothing.
-    let (ok, out, err) = calibrate_with(&env, &["--dry-run"]).await;
-    assert!(
-        ok && out.contains("not recorded (--dry-run)"),
-        "{out}\n{err}"
-    );
+    if store == "sqlite" {
+        // A dry run prints the fit and records nothing (the server after would say so).
+        let (ok, out, err) = calibrate_with(&env, &["--dry-run"]).await;
+        assert!(
+            ok && out.contains("not recorded (--dry-run)"),
+            "{out}\n{err}"
+        );
+    }
     let (ok, out, err) = calibrate_with(&env, &[]).await;
     assert!(ok, "{out}\n{err}");
     days.push(today());
@@ -160,7 +189,7 @@ async fn the_fit_is_recorded_and_a_server_started_after_judges_by_it() {
     let after = process::start(&mut env).await;
     let fitted = stats(&after).await;
     let calibration = &fitted["calibration"];
-    assert_eq!(calibration["by"], "calibrate", "{fitted}");
+    assert_eq!(calibration["by"], "calibrate", "{store}: {fitted}");
     let expected = &calibration["expected"];
     for (key, section) in [
         ("foundCalledNoMatch", "found answers called no match"),
