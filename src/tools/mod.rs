@@ -183,9 +183,11 @@ impl ToolService {
     /// once per process, by the first call that needs it while the store does not answer
     /// (docs/models.md, "The fit, recorded").
     pub async fn judged(&self) -> Result<&Judged, StoreError> {
-        let model = self.embedder.model();
-        let read = crate::store::judged(&*self.store, &self.numbers, &model);
-        self.judged.get_or_try_init(|| read).await
+        let read = || async {
+            let model = self.embedder.model();
+            crate::store::judged(&*self.store, &self.numbers, &model).await
+        };
+        self.judged.get_or_try_init(read).await
     }
 
     /// The `tools` array of `tools/list`, with each tool's `outputSchema` when the
