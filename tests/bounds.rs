@@ -208,12 +208,37 @@ async fn past_the_connection_cap_a_caller_gets_503_and_probes_still_answer() {
     for _ in 0..3 {
         held.push(hold_a_place(server).await);
     }
-    // A scrape holds a place while it is answered and counts itself among the open
-    // connections: only a scrape refused a place shows that the three hold them all.
-    until("three requests served at once", || async move {
-        server.metric("mcp_memory_connections_refused_total").await >= 1.0
-    })
-    .await;
+    // A scrape takes a free place while it is answered, so one that comes before a held
+    // request's headers were read takes that request's place, and the request is refused.
+    // Only a scrape refused a place itself (answered past the cap, with `Connection: close`,
+    // and not counting itself open) shows that the three hold them all; a held request
+    // refused meanwhile is sent again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let scrape = reqwest::get(format!("{}/metrics", server.url))
+            .await
+            .unwrap();
+        let past_the_cap = scrape
+            .headers()
+            .get("connection")
+            .is_some_and(|c| c == "close");
+        let text = scrape.text().await.unwrap();
+        if past_the_cap && text.contains("\nmcp_memory_connections_open 3\n") {
+            break;
+        }
+        for stream in &mut held {
+            // Answered (refused) or closed: no longer holding a place.
+            if !matches!(stream.try_read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            {
+                *stream = hold_a_place(server).await;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "three held requests never held every place within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let refused = ping(server).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "1");
