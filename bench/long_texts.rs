@@ -80,7 +80,7 @@ async fn ways(embedder: &LocalEmbedder, window: usize, text: &str) -> Vec<(Vec<f
         tokens: window * 9 / 10,
         chars: usize::MAX,
     };
-    let prompt = &embedder.prompts().passage;
+    let prompt = &embedder.prompts().document;
     let tokens = |p: &str| embedder.tokens(&format!("{prompt}{p}")).unwrap();
     let began = Instant::now();
     let first = window::cut_by(text, |p| tokens(p) <= window)[0];
@@ -233,7 +233,7 @@ async fn main() {
             let mut vectors: Vec<Vec<Vec<f32>>> = vec![Vec::new(); names.len()];
             for memory in &part.memories {
                 if embedder
-                    .tokens(&format!("{}{}", embedder.prompts().passage, memory.text))
+                    .tokens(&format!("{}{}", embedder.prompts().document, memory.text))
                     .unwrap()
                     <= window
                 {

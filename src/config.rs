@@ -5,10 +5,10 @@
 //! clap, so one declaration gives a variable its default, its refusal and its `--help` line.
 //! Every refusal is one line naming the variable.
 //!
-//! Values are trimmed and blank means unset. To make that so, the environment is never
-//! read by clap itself: each set variable becomes its flag (`PORT=8080` → `--port=8080`)
-//! ahead of the command line, which therefore wins; tests pass their own variables the same
-//! way (`Config::from_vars`).
+//! Values are trimmed (but for a model's prompts, whose spaces count) and blank means
+//! unset. To make that so, the environment is never read by clap itself: each set variable
+//! becomes its flag (`PORT=8080` → `--port=8080`) ahead of the command line, which
+//! therefore wins; tests pass their own variables the same way (`Config::from_vars`).
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -39,6 +39,40 @@ pub fn flag(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone
     }
 }
 
+/// A prompt a model is trained to see before a text, for `name`: kept as given, spaces
+/// included (e5 was trained on `query: `, not `query:`), with `\n` read as a line break
+/// (Qwen3-Embedding's prompt has one, and an env file cannot) and `\\` as a backslash; at
+/// most `PROMPT_CHARS` characters.
+pub fn prompt(name: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |raw| {
+        if raw.chars().count() > PROMPT_CHARS {
+            return Err(format!(
+                "{name} must be at most {PROMPT_CHARS} characters, got {}",
+                raw.chars().count()
+            ));
+        }
+        let mut read = String::with_capacity(raw.len());
+        let mut chars = raw.chars().peekable();
+        while let Some(c) = chars.next() {
+            let escaped = match (c, chars.peek()) {
+                ('\\', Some('n')) => '\n',
+                ('\\', Some('\\')) => '\\',
+                _ => {
+                    read.push(c);
+                    continue;
+                }
+            };
+            chars.next();
+            read.push(escaped);
+        }
+        Ok(read)
+    }
+}
+
+/// The longest prompt: an instruction of a sentence or two, as the instruction-tuned models
+/// are given, with room to spare.
+pub const PROMPT_CHARS: usize = 1_000;
+
 /// Any non-blank text, trimmed.
 pub fn text(raw: &str) -> Result<String, String> {
     Ok(raw.trim().to_owned())
@@ -59,8 +93,11 @@ pub fn unavailable(what: &str, feature: &str) -> String {
     format!("{what}, which this build does not include (build with --features {feature})")
 }
 
+/// The variables whose spaces are part of the value: a model's prompts (`prompt`).
+const AS_GIVEN: [&str; 2] = ["EMBEDDING_QUERY_PROMPT", "EMBEDDING_DOCUMENT_PROMPT"];
+
 /// Parses `args` (without the program name) after the variables `var` gives, each as its
-/// flag: trimmed, and left out when blank.
+/// flag: trimmed (unless `AS_GIVEN`), and left out when blank.
 pub fn read<P: Parser>(
     args: Vec<OsString>,
     var: impl Fn(&str) -> Option<String>,
@@ -74,8 +111,15 @@ pub fn read<P: Parser>(
         let (Some(name), Some(long)) = (arg.get_env(), arg.get_long()) else {
             continue;
         };
-        let value = name.to_str().and_then(&var);
-        if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        let Some((name, Some(value))) = name.to_str().map(|n| (n, var(n))) else {
+            continue;
+        };
+        if !value.trim().is_empty() {
+            let value = if AS_GIVEN.contains(&name) {
+                &value
+            } else {
+                value.trim()
+            };
             given.push(format!("--{long}={value}").into());
         }
     }

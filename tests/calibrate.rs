@@ -235,3 +235,57 @@ async fn an_endpoint_that_fails_stops_the_run_with_nothing_fitted() {
     );
     assert!(!out.contains("the fit, on all"), "{out}");
 }
+
+/// docs/embeddings.md#prompts: `calibrate` measures the model as its prompts make it: every
+/// text goes to the endpoint after its prompt, and the fit is recorded for the model with
+/// those prompts, which a server of the same model without them is not judged by.
+#[tokio::test]
+async fn a_fit_is_for_the_prompts_it_was_measured_with() {
+    let stub = support::EmbeddingStub::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = support::base_env(&stub, &dir.path().join("memory.db"));
+    let mut prompted = plain.clone();
+    prompted.insert("EMBEDDING_QUERY_PROMPT".into(), "query: ".into());
+    prompted.insert("EMBEDDING_DOCUMENT_PROMPT".into(), "passage: ".into());
+    let (ok, out, err) = calibrate_with(&prompted, &[]).await;
+    assert!(ok, "{out}\n{err}");
+    let model = r#"openai:fake-64 with prompts query "query: " and document "passage: ""#;
+    assert!(
+        out.starts_with(&format!("calibrating {model}, 64d"))
+            && out.contains(&format!(" for {model}, 64d")),
+        "{out}"
+    );
+    let seen = stub.seen();
+    assert!(
+        !seen.is_empty()
+            && (seen.iter()).all(|t| t.starts_with("query: ") || t.starts_with("passage: ")),
+        "{:?}",
+        &seen[..seen.len().min(5)]
+    );
+    assert!(seen.iter().any(|t| t.starts_with("query: ")));
+    assert!(seen.iter().any(|t| t.starts_with("passage: ")));
+
+    let mut env = prompted.clone();
+    let server = process::start(&mut env).await;
+    assert_eq!(stats(&server).await["calibration"]["by"], "calibrate");
+    drop(server);
+    let mut env = plain.clone();
+    let server = process::start(&mut env).await;
+    let calibration = &stats(&server).await["calibration"];
+    assert_eq!(
+        (&calibration["model"], &calibration["by"]),
+        (&json!("openai:fake-64"), &json!("none"))
+    );
+    // Its memories are vectors without the prompts: the prompted model may not mix its own in.
+    server
+        .call(ACME, "remember", json!({"content": "Deploys go out on Fridays"}))
+        .await;
+    drop(server);
+    let (ok, out, err) = calibrate_with(&prompted, &["--dry-run"]).await;
+    assert!(
+        !ok && err.contains(&format!(
+            "holds embeddings of openai:fake-64, 64d, but this server embeds with {model}, 64d"
+        )),
+        "{out}\n{err}"
+    );
+}

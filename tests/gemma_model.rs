@@ -48,7 +48,7 @@ async fn vectors_match_the_independent_reference() {
     let embedder = support::load_model(&model_dir());
     assert_eq!(embedder.dimension(), 768);
     assert_eq!(embedder.prompts().query, "task: search result | query: ");
-    assert_eq!(embedder.prompts().passage, "title: none | text: ");
+    assert_eq!(embedder.prompts().document, "title: none | text: ");
     let mut worst = 0.0f64;
     for (text, query, reference) in reference() {
         let ours = embed(&embedder, &text, query).await;

@@ -339,7 +339,7 @@ async fn a_model_with_prompts_puts_them_before_queries_and_passages() {
     let with = LocalEmbedder::load(prompted.path(), None).unwrap();
     assert_eq!(with.prompts().query, "query: ");
     let plain = load();
-    assert!(plain.prompts().query.is_empty() && plain.prompts().passage.is_empty());
+    assert!(plain.prompts().query.is_empty() && plain.prompts().document.is_empty());
     let text = "the deploy pipeline uses blue-green releases";
     let query = with.embed_query(text).await.unwrap();
     let passage = with.embed(text).await.unwrap();

@@ -33,7 +33,7 @@ async fn vectors_match_the_independent_reference() {
     let embedder = load();
     assert_eq!(embedder.dimension(), 384);
     assert_eq!(embedder.prompts().query, "query: ");
-    assert_eq!(embedder.prompts().passage, "passage: ");
+    assert_eq!(embedder.prompts().document, "passage: ");
     let fixture: Value = serde_json::from_str(include_str!("fixtures/e5_reference.json")).unwrap();
     let mut worst = 0.0f64;
     for sentence in fixture["sentences"].as_array().unwrap() {

@@ -741,6 +741,52 @@ async fn a_memory_longer_than_the_endpoints_window_is_stored_and_found_by_its_ta
     assert!(support::top_hit(&recalled).contains(&id), "{recalled}");
 }
 
+/// docs/embeddings.md#prompts: the endpoint's model sees the query prompt before every
+/// query and the document prompt before every memory, each window of a long one included,
+/// and the prompts are part of the model's name.
+#[tokio::test]
+async fn a_remote_model_sees_its_prompts_before_every_query_and_memory() {
+    let s = TestServer::start_with(&[
+        // As an env file holds a line break.
+        ("EMBEDDING_QUERY_PROMPT", "Instruct: find the note\\nQuery:"),
+        ("EMBEDDING_DOCUMENT_PROMPT", "passage: "),
+        ("EMBEDDING_MAX_TOKENS", "200"),
+    ])
+    .await;
+    s.ok(ACME, "remember", json!({"content": DEPLOY})).await;
+    s.ok(ACME, "recall", json!({"query": "when do we deploy"}))
+        .await;
+    let seen = s.stub.seen();
+    assert!(seen.contains(&format!("passage: {DEPLOY}")), "{seen:?}");
+    assert!(
+        seen.contains(&"Instruct: find the note\nQuery:when do we deploy".to_owned()),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|t| t.starts_with("passage: ") || t.starts_with("Instruct: find the note\nQuery:")),
+        "{seen:?}"
+    );
+
+    let long = support::long_korean("환불 배치는 자정 전후 한 시간 동안 돌리지 않는다", 3_000);
+    let before = seen.len();
+    s.ok(ACME, "remember", json!({"content": long})).await;
+    let windows = &s.stub.seen()[before..];
+    assert!(windows.len() > 1, "{windows:?}");
+    assert!(
+        windows.iter().all(|w| w.starts_with("passage: ")),
+        "{windows:?}"
+    );
+
+    let stats = s.ok(ACME, "memory_stats", json!({})).await;
+    assert!(
+        stats.contains(
+            r#"openai:fake-64 with prompts query "Instruct: find the note\nQuery:" and document "passage: ""#
+        ),
+        "{stats}"
+    );
+}
+
 #[tokio::test]
 async fn every_kind_of_embedding_failure_is_named_and_never_leaks_the_key() {
     let s = TestServer::start().await;

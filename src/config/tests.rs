@@ -645,3 +645,46 @@ fn a_recorded_fit_is_judged_by_under_the_configured_floor_and_high() {
         .judged(Some(&fit));
     assert_eq!((high.thresholds.floor, high.thresholds.high), (0.4, 0.9));
 }
+
+/// docs/embeddings.md#prompts: given to the OpenAI-compatible embedder as written, a line
+/// break as `\n`; refused, by name, to the embedders that take their own or none.
+#[test]
+fn prompts_are_read_as_given_and_only_for_the_openai_embedder() {
+    let prompts = |c: Config| match c.embedder {
+        embed::Settings::OpenAi { prompts, .. } => prompts,
+        #[allow(unreachable_patterns)]
+        _ => panic!("not the openai embedder"),
+    };
+    assert_eq!(prompts(with(&[]).unwrap()), embed::Prompts::default());
+    let given = with(&[
+        ("EMBEDDING_QUERY_PROMPT", "Instruct: find the note\\nQuery:"),
+        ("EMBEDDING_DOCUMENT_PROMPT", "passage: "),
+    ]);
+    assert_eq!(
+        prompts(given.unwrap()),
+        embed::Prompts {
+            query: "Instruct: find the note\nQuery:".into(),
+            document: "passage: ".into()
+        }
+    );
+    let escaped = with(&[("EMBEDDING_QUERY_PROMPT", "C:\\\\new ")]).unwrap();
+    assert_eq!(prompts(escaped).query, "C:\\new ");
+
+    let long: &'static str = Box::leak("x".repeat(1_001).into_boxed_str());
+    assert_eq!(
+        with(&[("EMBEDDING_QUERY_PROMPT", long)]).err().unwrap(),
+        "EMBEDDING_QUERY_PROMPT must be at most 1000 characters, got 1001"
+    );
+    #[cfg(feature = "local")]
+    assert_eq!(
+        with(&[
+            ("EMBEDDING_PROVIDER", "local"),
+            ("EMBEDDING_DOCUMENT_PROMPT", "passage: ")
+        ])
+        .err()
+        .unwrap(),
+        "EMBEDDING_DOCUMENT_PROMPT is for EMBEDDING_PROVIDER=openai, not local: a local model \
+         uses the prompts it records in its folder, and Titan takes none \
+         (docs/embeddings.md#prompts)"
+    );
+}

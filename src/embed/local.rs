@@ -21,7 +21,7 @@ use mcp_memory_encoder::{Encoder, Kernel, Precision};
 use tokenizers::Tokenizer;
 use tokio::sync::oneshot;
 
-use super::{EmbedError, Embedder, check_values};
+use super::{EmbedError, Embedder, Prompts, check_values};
 
 /// The most texts one forward pass takes; more waiting requests go in the next pass.
 const MAX_BATCH: usize = 32;
@@ -46,17 +46,6 @@ pub struct LocalEmbedder {
     languages: Option<super::languages::Languages>,
     /// The model's tokenizer, shared with the embedding thread.
     tokenizer: Option<Arc<Tokens>>,
-}
-
-/// What a model trained with instructions wants before each text, as sentence-transformers
-/// records it (`config_sentence_transformers.json`, `prompts`): e5's `query: ` and
-/// `passage: `. Empty for a model without them.
-#[derive(Debug, Default, Clone, PartialEq, serde::Deserialize)]
-pub struct Prompts {
-    #[serde(default)]
-    pub query: String,
-    #[serde(default, alias = "document")]
-    pub passage: String,
 }
 
 impl Prompts {
@@ -203,7 +192,7 @@ impl LocalEmbedder {
         // Queued back to back, the worker picks them up as one batch.
         let waiting: Vec<_> = texts
             .iter()
-            .map(|t| self.submit(&self.prompts.passage, t))
+            .map(|t| self.submit(&self.prompts.document, t))
             .collect::<Result<_, _>>()?;
         let mut vectors = Vec::with_capacity(waiting.len());
         for reply in waiting {
@@ -272,7 +261,7 @@ fn serve(mut forward: Forward, queue: mpsc::Receiver<Job>, model: &str, width: u
 #[async_trait]
 impl Embedder for LocalEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.submit(&self.prompts.passage, text)?
+        self.submit(&self.prompts.document, text)?
             .await
             .map_err(|_| stopped())?
     }

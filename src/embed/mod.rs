@@ -77,6 +77,27 @@ impl Embedder for Turns {
     }
 }
 
+/// What a model trained with instructions wants before each text, as sentence-transformers
+/// records it (`config_sentence_transformers.json`, `prompts`): e5's `query: ` and
+/// `passage: `, EmbeddingGemma's `task: search result | query: ` and `title: none | text: `.
+/// A local model reads them from its folder (`local`); a remote one is given them
+/// (docs/embeddings.md#prompts). Empty for a model without them.
+#[derive(Debug, Default, Clone, PartialEq, serde::Deserialize)]
+pub struct Prompts {
+    /// Before a recall's query.
+    #[serde(default)]
+    pub query: String,
+    /// Before a memory.
+    #[serde(default, alias = "passage")]
+    pub document: String,
+}
+
+impl Prompts {
+    pub fn is_empty(&self) -> bool {
+        self.query.is_empty() && self.document.is_empty()
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EmbedError {
     #[error("the embedding service did not respond within {0}ms")]
@@ -212,13 +233,23 @@ pub fn build(settings: &Settings) -> Result<Arc<dyn Embedder>, String> {
             dimension,
             max_requests,
             max_tokens,
+            ref prompts,
         } => {
-            let endpoint =
-                openai::OpenAiEmbedder::new(base_url, api_key, model, dimension, max_requests);
+            // Every window is sent after its prompt, so the prompt's tokens come off the window.
+            let prompt_tokens =
+                window::tokens(&prompts.query).max(window::tokens(&prompts.document));
             let window = window::Window {
-                tokens: max_tokens,
+                tokens: max_tokens.saturating_sub(prompt_tokens).max(1),
                 chars: usize::MAX,
             };
+            let endpoint = openai::OpenAiEmbedder::new(
+                base_url,
+                api_key,
+                model,
+                dimension,
+                max_requests,
+                prompts.clone(),
+            );
             Ok(Arc::new(window::Windowed::new(Arc::new(endpoint), window)))
         }
         #[cfg(feature = "local")]

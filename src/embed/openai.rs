@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{EmbedError, Embedder, check_values, check_vector};
+use super::{EmbedError, Embedder, Prompts, check_values, check_vector};
 
 const TIMEOUT_MS: u64 = 10_000;
 const CONNECT_TIMEOUT_MS: u64 = 3_000;
@@ -43,6 +43,8 @@ pub struct OpenAiEmbedder {
     api_key: String,
     model: String,
     dimension: usize,
+    /// What its model sees before each text (docs/embeddings.md#prompts).
+    prompts: Prompts,
     /// A burst of calls opens this many connections to the service, not one each.
     turns: tokio::sync::Semaphore,
     max_requests: usize,
@@ -56,6 +58,7 @@ impl OpenAiEmbedder {
         model: &str,
         dimension: usize,
         max_requests: usize,
+        prompts: Prompts,
     ) -> Self {
         OpenAiEmbedder {
             client: reqwest::Client::builder()
@@ -67,8 +70,19 @@ impl OpenAiEmbedder {
             api_key: api_key.to_owned(),
             model: model.to_owned(),
             dimension,
+            prompts,
             turns: tokio::sync::Semaphore::new(max_requests),
             max_requests,
+        }
+    }
+
+    /// The vector of `text` after `prompt`, within one timeout.
+    async fn prompted(&self, prompt: &str, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let text = format!("{prompt}{text}");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(TIMEOUT_MS);
+        match tokio::time::timeout_at(deadline, self.tries(&text, deadline)).await {
+            Ok(embedded) => embedded,
+            Err(_) => Err(EmbedError::Timeout(TIMEOUT_MS)),
         }
     }
 
@@ -154,20 +168,29 @@ impl OpenAiEmbedder {
 #[async_trait]
 impl Embedder for OpenAiEmbedder {
     async fn embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(TIMEOUT_MS);
-        match tokio::time::timeout_at(deadline, self.tries(text, deadline)).await {
-            Ok(embedded) => embedded,
-            Err(_) => Err(EmbedError::Timeout(TIMEOUT_MS)),
-        }
+        self.prompted(&self.prompts.document, text).await
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.prompted(&self.prompts.query, text).await
     }
 
     fn at_once(&self) -> Option<usize> {
         Some(self.max_requests)
     }
 
+    /// The prompts are part of the name: they change every vector as much as another model
+    /// would, so a store of vectors made with others refuses this embedder, and a fit made
+    /// with others is not its (docs/embeddings.md#prompts).
     fn model(&self) -> crate::memory::Model {
+        let prompts = match &self.prompts {
+            p if p.is_empty() => String::new(),
+            Prompts { query, document } => {
+                format!(" with prompts query {query:?} and document {document:?}")
+            }
+        };
         crate::memory::Model {
-            name: format!("openai:{}", self.model),
+            name: format!("openai:{}{prompts}", self.model),
             dimension: self.dimension,
         }
     }

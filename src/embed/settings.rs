@@ -4,7 +4,7 @@
 
 use crate::dedup::Rule;
 use crate::ranking::{Abstention, Thresholds};
-use crate::variables::{positive, positive_at_most, text};
+use crate::variables::{positive, positive_at_most, prompt, text};
 
 /// The model the local provider loads when `EMBEDDING_MODEL` is unset, from `models/` in the
 /// data directory (`crate::variables::data_dir`).
@@ -356,6 +356,15 @@ pub struct Variables {
         default_value = "8191"
     )]
     pub embedding_max_tokens: usize,
+    /// what the endpoint's model is to see before a recall's query (openai), as it was
+    /// trained: `query: ` for e5 (docs/embeddings.md#prompts); `\n` is a line break
+    /// [default: none]
+    #[arg(long, env = "EMBEDDING_QUERY_PROMPT", value_parser = prompt("EMBEDDING_QUERY_PROMPT"))]
+    pub embedding_query_prompt: Option<String>,
+    /// what the endpoint's model is to see before a memory (openai): `passage: ` for e5
+    /// [default: none]
+    #[arg(long, env = "EMBEDDING_DOCUMENT_PROMPT", value_parser = prompt("EMBEDDING_DOCUMENT_PROMPT"))]
+    pub embedding_document_prompt: Option<String>,
 }
 
 /// The embedder chosen.
@@ -369,6 +378,7 @@ pub enum Settings {
         max_requests: usize,
         /// The most tokens its model reads in one text.
         max_tokens: usize,
+        prompts: super::Prompts,
     },
     /// A sentence-transformers model directory; the width defaults to the model's.
     #[cfg(feature = "local")]
@@ -415,13 +425,34 @@ impl Variables {
         } else {
             "bedrock"
         };
-        match provider.as_deref().unwrap_or(default) {
+        let chosen = provider.as_deref().unwrap_or(default);
+        if chosen != "openai" {
+            self.refuse_prompts(chosen)?;
+        }
+        match chosen {
             "bedrock" => self.bedrock(region, provider.is_none()),
             "local" => self.local(),
             "openai" => self.openai(),
             other => Err(format!(
                 "EMBEDDING_PROVIDER must be \"bedrock\", \"openai\" or \"local\", got \"{other}\""
             )),
+        }
+    }
+
+    /// Prompts are given to a remote model only: a local model reads its own from its
+    /// folder, and Titan is trained with none.
+    fn refuse_prompts(&self, provider: &str) -> Result<(), String> {
+        let given = [
+            ("EMBEDDING_QUERY_PROMPT", &self.embedding_query_prompt),
+            ("EMBEDDING_DOCUMENT_PROMPT", &self.embedding_document_prompt),
+        ];
+        match given.iter().find(|(_, value)| value.is_some()) {
+            Some((name, _)) => Err(format!(
+                "{name} is for EMBEDDING_PROVIDER=openai, not {provider}: a local model uses \
+                 the prompts it records in its folder, and Titan takes none \
+                 (docs/embeddings.md#prompts)"
+            )),
+            None => Ok(()),
         }
     }
 
@@ -477,6 +508,10 @@ impl Variables {
                     dimension: self.embedding_dim.unwrap_or(1536),
                     max_requests: self.embedding_max_requests,
                     max_tokens: self.embedding_max_tokens,
+                    prompts: super::Prompts {
+                        query: self.embedding_query_prompt.unwrap_or_default(),
+                        document: self.embedding_document_prompt.unwrap_or_default(),
+                    },
                 })
             }
         } else {

@@ -267,6 +267,8 @@ struct Behaviour {
     /// The most tokens it reads (one every two bytes); 0: no limit.
     max_tokens: std::sync::atomic::AtomicUsize,
     answer: std::sync::Mutex<Option<String>>,
+    /// Every text it was sent, in order.
+    seen: std::sync::Mutex<Vec<String>>,
 }
 
 /// The requests the stub is answering now, the most it ever answered at once, and whether
@@ -337,6 +339,11 @@ impl EmbeddingStub {
         self.behaviour.max_tokens.store(max, Ordering::SeqCst);
     }
 
+    /// Every text it was sent so far, as sent.
+    pub fn seen(&self) -> Vec<String> {
+        self.behaviour.seen.lock().unwrap().clone()
+    }
+
     pub fn answer_with(&self, body: Option<&str>) {
         *self.behaviour.answer.lock().unwrap() = body.map(str::to_owned);
     }
@@ -397,6 +404,7 @@ async fn embed(
         return (StatusCode::OK, answer).into_response();
     }
     let text = body["input"].as_str().unwrap_or_default();
+    behaviour.seen.lock().unwrap().push(text.to_owned());
     let (max, tokens) = (
         behaviour.max_tokens.load(Ordering::SeqCst),
         text.len().div_ceil(2),
