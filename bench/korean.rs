@@ -15,7 +15,11 @@
 //!
 //!     make models && cargo bench --bench korean [-- MODEL_DIR ...]
 //!
-//! Without arguments: every model `make models` fetches. Writes bench/results/korean.json.
+//! Without arguments: every model `make models` fetches. With `EMBEDDING_PROVIDER=openai`
+//! and the endpoint's variables in the environment: that remote model instead, judged by the
+//! fit recorded in the SQLite file `FIT_FROM` when given (BENCHMARKS.md, "Issue 62: prompts
+//! for a remote model"). Writes bench/results/korean.json (a remote model's:
+//! korean-openai.json, or korean-openai-prompted.json when it gets prompts).
 //! `RECALL_SET=bench/instructions.json` asks the set of instructions and preferences
 //! (issue 48, item 4) instead, the same way, and writes bench/results/instructions.json;
 //! each kind of question (`instruction`, `preference`, ...) is tallied too.
@@ -78,6 +82,10 @@ async fn main() {
         let model = std::path::Path::new(dir);
         let name = model.file_name().unwrap().to_string_lossy().into_owned();
         let base = scratch.path().join(format!("{name}.db"));
+        // A store `mcp-memory calibrate` recorded its fit in: the model judged by that fit.
+        if let Ok(fitted) = std::env::var("FIT_FROM") {
+            copy_store(std::path::Path::new(&fitted), &base);
+        }
         let server = Server::start(&format!("sqlite:{}", base.display()), model, &[]).await;
         let mut memory_of = HashMap::new();
         for fact in &facts {
@@ -160,7 +168,15 @@ async fn main() {
             }));
         }
     }
-    let out = format!("{root}/bench/results/{results}{}.json", mcp::precision().1);
+    // A remote model's results beside the local models', not over them.
+    let remote = match sets::remote() {
+        true => format!("-{}", runs[0]["model"].as_str().unwrap()),
+        false => String::new(),
+    };
+    let out = format!(
+        "{root}/bench/results/{results}{remote}{}.json",
+        mcp::precision().1
+    );
     std::fs::write(
         &out,
         serde_json::to_string_pretty(&json!({"runs": runs, "pairs": pair_runs})).unwrap(),

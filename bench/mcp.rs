@@ -26,6 +26,21 @@ pub fn precision() -> (Option<String>, &'static str) {
     }
 }
 
+/// The variables of the OpenAI-compatible embedder, which every server gets from the
+/// benchmark's environment when it sets `EMBEDDING_PROVIDER=openai`: the quality sets asked
+/// through a remote model (`crate::sets::remote`).
+const REMOTE: [&str; 9] = [
+    "EMBEDDING_PROVIDER",
+    "EMBEDDING_BASE_URL",
+    "EMBEDDING_API_KEY",
+    "EMBEDDING_MODEL",
+    "EMBEDDING_DIM",
+    "EMBEDDING_MAX_TOKENS",
+    "EMBEDDING_MAX_REQUESTS",
+    "EMBEDDING_QUERY_PROMPT",
+    "EMBEDDING_DOCUMENT_PROMPT",
+];
+
 /// Stopped when dropped, so a run that starts many servers holds one model at a time.
 pub struct Server {
     url: String,
@@ -50,6 +65,13 @@ impl Server {
         ]
         .into_iter()
         .collect();
+        if crate::sets::remote() {
+            env.extend(
+                REMOTE
+                    .iter()
+                    .filter_map(|k| Some((*k, std::env::var(k).ok()?))),
+            );
+        }
         if let (Some(precision), _) = precision() {
             env.insert("EMBEDDING_PRECISION", precision);
         }

@@ -63,9 +63,27 @@ pub fn locomo_turns(conversation: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether the benchmark's environment chooses the OpenAI-compatible embedder: the quality
+/// sets asked through a remote model, whose variables every server gets (`crate::mcp`).
+pub fn remote() -> bool {
+    std::env::var("EMBEDDING_PROVIDER").is_ok_and(|p| p == "openai")
+}
+
 /// The model folders a benchmark runs: those named on its command line, or else every model
-/// `make models` fetches.
+/// `make models` fetches; under `EMBEDDING_PROVIDER=openai`, one name for the remote model.
 pub fn model_dirs(root: &str) -> Vec<String> {
+    // One remote model, named by whether it gets prompts.
+    if remote() {
+        let prompted = ["EMBEDDING_QUERY_PROMPT", "EMBEDDING_DOCUMENT_PROMPT"]
+            .iter()
+            .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+        let name = if prompted {
+            "openai-prompted"
+        } else {
+            "openai"
+        };
+        return vec![format!("{root}/.models/{name}")];
+    }
     let named: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")

@@ -278,7 +278,11 @@ async fn a_fit_is_for_the_prompts_it_was_measured_with() {
     );
     // Its memories are vectors without the prompts: the prompted model may not mix its own in.
     server
-        .call(ACME, "remember", json!({"content": "Deploys go out on Fridays"}))
+        .call(
+            ACME,
+            "remember",
+            json!({"content": "Deploys go out on Fridays"}),
+        )
         .await;
     drop(server);
     let (ok, out, err) = calibrate_with(&prompted, &["--dry-run"]).await;
