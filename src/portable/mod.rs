@@ -369,13 +369,27 @@ pub async fn embed_all(
         once(text).await
     };
     let at_once = (embedder.at_once()).map_or(EMBEDDING_AT_ONCE, |n| n.clamp(1, EMBEDDING_AT_ONCE));
+    let endpoint = embedder.at_once().is_some();
     futures_util::stream::iter(texts)
         .map(embed)
         .buffered(at_once)
         .inspect_ok(|_| done())
-        .map_err(|e| format!("embedding: {e}"))
+        .map_err(|e| stopped(&e, endpoint))
         .try_collect()
         .await
+}
+
+/// Why a command embedding many texts stopped. An endpoint that took too long for one of
+/// them is usually one given more than it can do at once, on long windows: the two
+/// settings that leave each text more of its 10 s are named.
+fn stopped(e: &EmbedError, endpoint: bool) -> String {
+    match e {
+        EmbedError::Timeout(_) if endpoint => format!(
+            "embedding: {e} (a slow endpoint: fewer requests at once, EMBEDDING_MAX_REQUESTS, \
+             or shorter windows, EMBEDDING_MAX_TOKENS, leave each text more of its time)"
+        ),
+        _ => format!("embedding: {e}"),
+    }
 }
 
 /// The model a header names.
@@ -406,5 +420,42 @@ mod tests {
             .unwrap();
         assert_eq!((vectors.len(), heard), (40, 40));
         assert_eq!(turns.most(), 3);
+    }
+
+    /// An endpoint that answers too late for every text.
+    struct Late;
+
+    #[async_trait::async_trait]
+    impl Embedder for Late {
+        async fn embed(&self, _: &str) -> Result<Vec<f32>, EmbedError> {
+            Err(EmbedError::Timeout(10_000))
+        }
+
+        fn at_once(&self) -> Option<usize> {
+            Some(2)
+        }
+
+        fn model(&self) -> Model {
+            Model {
+                name: "test:late".into(),
+                dimension: 2,
+            }
+        }
+    }
+
+    /// The command stops at the first text that timed out, and says what to lower.
+    #[tokio::test]
+    async fn a_timeout_at_the_endpoint_names_what_to_lower() {
+        let embedder: Arc<dyn Embedder> = Arc::new(Late);
+        let texts = vec!["one".to_owned(), "two".to_owned()];
+        let stopped = embed_all(&embedder, texts, Embedding::Query, || {})
+            .await
+            .unwrap_err();
+        assert_eq!(
+            stopped,
+            "embedding: the embedding service did not respond within 10000ms (a slow \
+             endpoint: fewer requests at once, EMBEDDING_MAX_REQUESTS, or shorter windows, \
+             EMBEDDING_MAX_TOKENS, leave each text more of its time)"
+        );
     }
 }
