@@ -287,6 +287,145 @@ mod tests {
         }
     }
 
+    /// The forms issue 62 found stored twice, each written here anew: contractions,
+    /// inflections, the listed near-synonyms, a phrase moved, short and long negation,
+    /// politeness by an auxiliary, and endings fused into a stem.
+    #[test]
+    fn the_normaliser_reads_each_rewording_as_the_same_fact() {
+        for (a, b) in [
+            // contractions and inflections
+            (
+                "The worker will not retry on a 4xx",
+                "The worker won't retry on a 4xx",
+            ),
+            (
+                "CI runs the linters on every push",
+                "CI run the linter on every push",
+            ),
+            (
+                "The bot opens the update requests",
+                "The bot opened the update request",
+            ),
+            ("We are using ruff for linting", "We use ruff for linting"),
+            // near-synonyms of the table
+            ("We use ruff for linting", "We utilize ruff for linting"),
+            (
+                "Backups are kept for 30 days",
+                "Backups are retained for 30 days",
+            ),
+            ("The SDK is pinned to 2.1.4", "The SDK is locked to 2.1.4"),
+            (
+                "The lead prefers short answers",
+                "The lead likes short answers",
+            ),
+            (
+                "패키지 설치에는 pnpm을 사용한다",
+                "패키지 설치에는 pnpm을 쓴다",
+            ),
+            ("팀장은 짧은 답변을 선호한다", "팀장은 짧은 답변을 좋아한다"),
+            ("감사 로그는 2년간 보관한다", "감사 로그는 2년간 유지한다"),
+            // a phrase moved
+            (
+                "In staging, the session cache lives in Redis",
+                "The session cache lives in Redis in staging",
+            ),
+            (
+                "For tracing, the gateway uses OpenTelemetry",
+                "The gateway uses OpenTelemetry for tracing",
+            ),
+            (
+                "매일 새벽 3시에 백업 스크립트를 돌린다",
+                "백업 스크립트를 매일 새벽 3시에 돌린다",
+            ),
+            (
+                "api는 gRPC를 쓰고 REST는 걷어냈다",
+                "REST는 걷어냈고 api는 gRPC를 쓴다",
+            ),
+            // short and long negation
+            (
+                "운영 DB는 손으로 고치지 않는다",
+                "운영 DB는 손으로 안 고친다",
+            ),
+            ("주말에는 배포하지 못한다", "주말에는 배포 못 한다"),
+            (
+                "점심시간에는 회의를 잡지 않는 것이 원칙이다",
+                "점심시간에는 회의를 안 잡는 게 원칙이다",
+            ),
+            // politeness by an auxiliary, and the informal ending
+            ("머지하기 전에 꼭 물어봐", "머지하기 전에 꼭 물어봐 주세요"),
+            (
+                "배포 끝나면 worker restart 해",
+                "배포 끝나면 worker restart 해 주세요",
+            ),
+            (
+                "draft PR에서는 CI가 안 돌아",
+                "draft PR에서는 CI가 안 돌아요",
+            ),
+            // an ending fused into the stem
+            ("설정 값에는 단위를 붙입니다", "설정 값에는 단위를 붙인다"),
+            (
+                "화면 문자열은 리소스 파일에 둬요",
+                "화면 문자열은 리소스 파일에 둠",
+            ),
+            ("요청 헤더로 버전을 받아", "요청 헤더로 버전을 받습니다"),
+        ] {
+            assert!(repeat(a, b), "{a} / {b}");
+        }
+    }
+
+    /// What the normaliser's new forms must never forgive: a role swapped, a phrase moved
+    /// across a word of order, a negation added either way, a value beside a synonym.
+    #[test]
+    fn the_normaliser_keeps_roles_order_and_negation_apart() {
+        for (a, b) in [
+            (
+                "The api server calls the auth server",
+                "The auth server calls the api server",
+            ),
+            ("Redis caches Postgres reads", "Postgres caches Redis reads"),
+            ("A팀이 B팀을 돕는다", "B팀이 A팀을 돕는다"),
+            (
+                "케스트럴 서버는 레저라인 DB를 쓴다",
+                "레저라인 DB는 케스트럴 서버를 쓴다",
+            ),
+            (
+                "Before deploying harbor, run the migrations",
+                "Deploy harbor before running the migrations",
+            ),
+            (
+                "Run the smoke tests, then tag the release",
+                "Tag the release, then run the smoke tests",
+            ),
+            ("배포 전에 백업한다", "백업 전에 배포한다"),
+            (
+                "마이그레이션 다음에 캐시를 비운다",
+                "캐시를 비운 다음에 마이그레이션한다",
+            ),
+            ("운영 DB는 손으로 고친다", "운영 DB는 손으로 안 고친다"),
+            ("주말에는 배포한다", "주말에는 배포 못 한다"),
+            (
+                "The worker retries on a 4xx",
+                "The worker won't retry on a 4xx",
+            ),
+            (
+                "Backups are kept for 30 days",
+                "Backups are retained for 90 days",
+            ),
+            ("감사 로그는 2년간 보관한다", "감사 로그는 3년간 유지한다"),
+            (
+                "The lead prefers short answers",
+                "The lead prefers long answers",
+            ),
+            ("주 1회 점검한다", "1회 점검한다"),
+            (
+                "Write a note in the changelog",
+                "Write not in the changelog",
+            ),
+        ] {
+            assert!(!repeat(a, b), "{a} / {b}");
+        }
+    }
+
     #[test]
     fn long_texts_that_share_common_words_are_not_repeats() {
         let a = "I tried the new endpoint yesterday and it returned 201 with the created \
