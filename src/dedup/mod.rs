@@ -334,6 +334,14 @@ mod tests {
                 "The gateway uses OpenTelemetry for tracing",
             ),
             (
+                "On Fridays, don't deploy the billing service",
+                "Do not deploy the billing service on Fridays",
+            ),
+            (
+                "Run all integration tests before every release",
+                "Run every integration test before each release",
+            ),
+            (
                 "매일 새벽 3시에 백업 스크립트를 돌린다",
                 "백업 스크립트를 매일 새벽 3시에 돌린다",
             ),
@@ -395,6 +403,18 @@ mod tests {
             (
                 "Run the smoke tests, then tag the release",
                 "Tag the release, then run the smoke tests",
+            ),
+            (
+                "Run the unit tests, not the linters",
+                "Do not run the unit tests, the linters",
+            ),
+            (
+                "Before the build, run the linters",
+                "Run the build before the linters",
+            ),
+            (
+                "Always run the linters before the build",
+                "Always run the build before the linters",
             ),
             ("배포 전에 백업한다", "백업 전에 배포한다"),
             (

@@ -449,33 +449,46 @@ const KOREAN_ORDER_WORDS: &[&str] = &[
 /// Whether `b` is `a` with one phrase moved (`In CI, run the tests` / `Run the tests in CI`;
 /// `A는 B를 쓰고 C는 걷어냈다` / `C는 걷어냈고 A는 B를 쓴다`): the same words, and where
 /// they differ, the one is the other with its two parts swapped. Two single words swapped
-/// (`A B` / `B A`) is not enough, nor is a sentence with a word of order or negation in it.
+/// (`A B` / `B A`) is not enough. A word of order or negation may be inside a part, where
+/// its neighbours stay (`On Fridays, do not deploy` / `Do not deploy on Fridays`), never at
+/// a part's edge, where the move would give it another (`Run tests, not lint` / `Do not run
+/// tests, lint`; `Before the build, lint` / `Lint before the build`).
 fn one_block_moved(a: &[String], b: &[String]) -> bool {
     if a.len() != b.len() || a.len() < 3 || a == b {
-        return false;
-    }
-    let ordering = |w: &String| {
-        let mut bare = vec![w.as_str()];
-        while let Some((rest, _)) = bare.last().and_then(|w| ending(w))
-            && !rest.is_empty()
-            && bare.len() < 3
-        {
-            bare.push(rest);
-        }
-        ORDER_WORDS.iter().any(|o| inflection_cut(o) == *w)
-            || bare.iter().any(|b| KOREAN_ORDER_WORDS.contains(b))
-    };
-    if a.iter().any(ordering) {
         return false;
     }
     let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let suffix = (a[prefix..].iter().rev().zip(b[prefix..].iter().rev()))
         .take_while(|(x, y)| x == y)
         .count();
-    let (a, b) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
-    (1..a.len()).any(|k| {
-        (k >= 2 || a.len() - k >= 2) && a[k..] == b[..a.len() - k] && a[..k] == b[a.len() - k..]
+    let (end, n) = (a.len() - suffix, a.len() - suffix - prefix);
+    // The words beside the parts: the one before them and the one after.
+    let beside = [prefix.checked_sub(1).map(|i| &a[i]), a.get(end)];
+    if beside.into_iter().flatten().any(|w| ordering(w)) {
+        return false;
+    }
+    let (a, b) = (&a[prefix..end], &b[prefix..end]);
+    (1..n).any(|k| {
+        let edges = [&a[0], &a[k - 1], &a[k], &a[n - 1]];
+        (k >= 2 || n - k >= 2)
+            && a[k..] == b[..n - k]
+            && a[..k] == b[n - k..]
+            && !edges.into_iter().any(|w| ordering(w))
     })
+}
+
+/// Whether a word says order or negation (`ORDER_WORDS`, `KOREAN_ORDER_WORDS`, with or
+/// without its ending).
+fn ordering(word: &str) -> bool {
+    let mut bare = vec![word];
+    while let Some((rest, _)) = bare.last().and_then(|w| ending(w))
+        && !rest.is_empty()
+        && bare.len() < 3
+    {
+        bare.push(rest);
+    }
+    ORDER_WORDS.iter().any(|o| inflection_cut(o) == word)
+        || bare.iter().any(|b| KOREAN_ORDER_WORDS.contains(b))
 }
 
 /// The English words an agent writes for the same act, each read as the first of its row.
@@ -485,6 +498,7 @@ const SYNONYMS: &[&[&str]] = &[
     &["pin", "lock"],
     &["prefer", "like"],
     &["large", "big"],
+    &["every", "all", "each"],
 ];
 
 /// An English word without its inflection, then the first of its row of `SYNONYMS`:
