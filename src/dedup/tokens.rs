@@ -309,13 +309,12 @@ fn spelled(text: &str) -> String {
 fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
     let spelled = spelled(text);
     let mut tokens: Vec<Token> = Vec::new();
-    // Whether the last token is a Korean run the next Korean word joins, and the Korean
-    // word before, as written.
+    // Whether the last token is a Korean run the next Korean word joins.
     let mut korean_open = false;
     // The Korean word just before, as written, if the last piece was one.
     let mut previous: Option<&str> = None;
     // A short negation (`안 잡는다`) waiting for its verb, to read as the long one
-    // (`잡지 않는다`).
+    // (`잡지 않는다`); a verb that is all ending (`안 함`) leaves it to the next piece.
     let mut negation: Option<&str> = None;
     for piece in PIECES.find_iter(&spelled) {
         let raw = piece.as_str();
@@ -324,7 +323,11 @@ fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
         if !is_hangul(first)
             && let Some(negation) = negation.take()
         {
-            push_korean(&mut tokens, &mut korean_open, negation.to_owned());
+            push_korean(
+                &mut tokens,
+                &mut korean_open,
+                long_negation(negation).into(),
+            );
         }
         if first.is_numeric() {
             let number = raw.replace(',', "").to_lowercase();
@@ -335,7 +338,11 @@ fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
             previous = Some(raw);
             if strip && SHORT_NEGATIONS.contains(&raw) {
                 if let Some(negation) = negation.replace(raw) {
-                    push_korean(&mut tokens, &mut korean_open, negation.to_owned());
+                    push_korean(
+                        &mut tokens,
+                        &mut korean_open,
+                        long_negation(negation).into(),
+                    );
                 }
                 continue;
             }
@@ -379,7 +386,11 @@ fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
         }
     }
     if let Some(negation) = negation {
-        push_korean(&mut tokens, &mut korean_open, negation.to_owned());
+        push_korean(
+            &mut tokens,
+            &mut korean_open,
+            long_negation(negation).into(),
+        );
     }
     tokens
 }
