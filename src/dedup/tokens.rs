@@ -259,12 +259,13 @@ pub struct Said {
 
 /// What `text` says.
 pub fn said(text: &str) -> Said {
+    let spelled = spelled(text);
     let mut words = HashSet::new();
-    let stripped = content(text, true, &mut words);
+    let stripped = content(&spelled, true, &mut words);
     Said {
         stripped,
-        written: content(text, false, &mut HashSet::new()),
-        ordered: ordered(text),
+        written: content(&spelled, false, &mut HashSet::new()),
+        ordered: ordered(&spelled),
         words,
     }
 }
@@ -304,10 +305,10 @@ fn spelled(text: &str) -> String {
     CLITIC.replace_all(&spelled, "").into_owned()
 }
 
-/// The content tokens of `text`, in order, Korean words without their endings and English
-/// words without their inflections when `strip`; each content word also goes into `words`.
-fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
-    let spelled = spelled(text);
+/// The content tokens of `spelled` (a text as `spelled` leaves it), in order, Korean words
+/// without their endings and English words without their inflections when `strip`; each
+/// content word also goes into `words`.
+fn content(spelled: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
     let mut tokens: Vec<Token> = Vec::new();
     // Whether the last token is a Korean run the next Korean word joins.
     let mut korean_open = false;
@@ -316,7 +317,7 @@ fn content(text: &str, strip: bool, words: &mut HashSet<String>) -> Vec<Token> {
     // A short negation (`안 잡는다`) waiting for its verb, to read as the long one
     // (`잡지 않는다`); a verb that is all ending (`안 함`) leaves it to the next piece.
     let mut negation: Option<&str> = None;
-    for piece in PIECES.find_iter(&spelled) {
+    for piece in PIECES.find_iter(spelled) {
         let raw = piece.as_str();
         let first = raw.chars().next().unwrap_or(' ');
         let before = previous.take();
@@ -418,13 +419,12 @@ fn long_negation(short: &str) -> &'static str {
     if short == "못" { "못" } else { "않" }
 }
 
-/// `text` word by word for `one_block_moved`: numbers, English words without their
+/// `spelled` word by word for `one_block_moved`: numbers, English words without their
 /// inflections (prepositions kept, articles dropped), and Korean words with a predicate's
 /// ending stripped but a noun's particle kept, since the particle says the noun's role.
-fn ordered(text: &str) -> Vec<String> {
-    let spelled = spelled(text);
+fn ordered(spelled: &str) -> Vec<String> {
     PIECES
-        .find_iter(&spelled)
+        .find_iter(spelled)
         .filter_map(|piece| {
             let raw = piece.as_str();
             let first = raw.chars().next().unwrap_or(' ');
@@ -448,7 +448,7 @@ fn ordered(text: &str) -> Vec<String> {
 const ARTICLES: &[&str] = &["a", "an", "the"];
 
 /// Words that make the order of a sentence part of its fact: what comes first, and what a
-/// negation covers. A phrase is never moved across them.
+/// negation covers. A moved phrase never gives them another neighbour (`one_block_moved`).
 const ORDER_WORDS: &[&str] = &[
     "before", "after", "then", "until", "till", "since", "first", "last", "prior", "follow",
     "precede", "not", "never", "no", "without", "except", "unless", "instead",
